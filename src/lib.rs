@@ -1,0 +1,13 @@
+//! Sightline: a fully offline planner and runner for computer-use agents.
+//!
+//! Sightline implements the planner side of the [`cel_contracts`] agent contract with a
+//! quantized Qwen3-VL vision-language model running locally through candle. Decoding is
+//! constrained by a grammar built from the screen, so every move is a valid
+//! [`cel_contracts::NextMove`] that targets only what is on screen.
+
+pub mod error;
+pub mod model;
+pub mod tokenizer;
+
+pub use error::{Error, Result};
+pub use model::{EncodedImage, PreprocessedImage, VisionLanguageModel};

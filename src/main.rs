@@ -1,0 +1,5 @@
+//! The `sightline` command-line tool.
+
+fn main() -> anyhow::Result<()> {
+    Ok(())
+}

@@ -1,0 +1,85 @@
+//! The model side: what the decoder and the planner see of a vision-language model.
+//!
+//! [`VisionLanguageModel`] is the whole surface: encode an image, feed tokens (many at
+//! once for a prompt or a forced-token run), read the logits and the last hidden state,
+//! and cut the KV cache back to a prefix. The model knows nothing of grammars, agents
+//! or the desktop. The Qwen3-VL implementation and a scripted test double both
+//! implement it.
+
+use candle_core::{Device, Tensor};
+
+use crate::error::Result;
+
+/// An image after preprocessing: flattened patches in the order the vision tower
+/// expects, and the patch grid they came from.
+#[derive(Debug, Clone)]
+pub struct PreprocessedImage {
+    /// `(grid_t * grid_h * grid_w, channels * temporal_patch * patch * patch)`, f32,
+    /// already normalized.
+    pub pixel_values: Tensor,
+    /// The patch grid `(t, h, w)` before the spatial merge.
+    pub grid_thw: [usize; 3],
+}
+
+/// An image turned into language-model embeddings by the vision tower.
+#[derive(Debug, Clone)]
+pub struct EncodedImage {
+    /// `(n_tokens, hidden)` embeddings that replace the image's `<|image_pad|>` tokens.
+    pub embeddings: Tensor,
+    /// DeepStack features, one `(n_tokens, hidden)` tensor per tapped vision layer,
+    /// added to the hidden states of the first text layers.
+    pub deepstack: Vec<Tensor>,
+    /// The token grid `(t, h, w)` after the spatial merge: `t * h * w == n_tokens`.
+    pub token_grid: [usize; 3],
+}
+
+impl EncodedImage {
+    /// Number of `<|image_pad|>` tokens this image fills.
+    pub fn n_tokens(&self) -> usize {
+        self.token_grid.iter().product()
+    }
+}
+
+/// What the decoder and the planner need from a vision-language model.
+///
+/// The KV cache is part of the model's state: [`feed`](Self::feed) appends to it,
+/// [`truncate`](Self::truncate) cuts it back. A prefix computed once (system prompt,
+/// or system + image + view) is reused by truncating back to its length.
+pub trait VisionLanguageModel: Send {
+    /// Width of a logits row. May be wider than the tokenizer's vocabulary (Qwen pads
+    /// it); ids past the tokenizer must never be sampled.
+    fn vocab_size(&self) -> usize;
+
+    /// Size of the hidden state returned by [`last_hidden`](Self::last_hidden).
+    fn hidden_size(&self) -> usize;
+
+    /// The device the model's tensors live on.
+    fn device(&self) -> &Device;
+
+    /// Number of positions currently in the KV cache.
+    fn cache_len(&self) -> usize;
+
+    /// Cut the KV cache back to its first `len` positions. Cost: O(1) per layer; no
+    /// reallocation. Errors if `len > cache_len()`.
+    fn truncate(&mut self, len: usize) -> Result<()>;
+
+    /// Run the vision tower on one preprocessed image. Cost: one vision forward pass.
+    /// The result is fed later through [`feed`](Self::feed).
+    fn encode_image(&mut self, image: &PreprocessedImage) -> Result<EncodedImage>;
+
+    /// Append `tokens` to the cache in one forward pass and return the logits of the
+    /// last position, `(vocab_size,)` f32 on [`device`](Self::device).
+    ///
+    /// Each run of image-pad tokens in `tokens` is filled, in order, by one entry of
+    /// `images`; a count that does not match is an error and leaves the cache as it
+    /// was. Used for prompt prefill (many tokens), a decode step (one token) and a
+    /// forced-token run (several tokens). Errors on an empty `tokens`.
+    fn feed(&mut self, tokens: &[u32], images: &[EncodedImage]) -> Result<Tensor>;
+
+    /// The final-norm hidden state of the last position fed, `(hidden_size,)` f32.
+    fn last_hidden(&self) -> Result<Tensor>;
+
+    /// Rows of the language-model head for `ids`, `(ids.len(), hidden_size)` f32: the
+    /// zero-shot weights of the grader head.
+    fn lm_head_rows(&self, ids: &[u32]) -> Result<Tensor>;
+}
