@@ -7,6 +7,7 @@
 
 pub mod error;
 pub mod model;
+pub mod planner;
 pub mod tokenizer;
 
 pub use error::{Error, Result};

@@ -1,0 +1,4 @@
+//! The planner: Sightline's offline [`cel_contracts::PlanProducer`].
+
+pub mod clarify;
+pub mod history;
