@@ -2,3 +2,4 @@
 
 pub mod clarify;
 pub mod history;
+pub mod prompt;
