@@ -82,11 +82,17 @@ fn runs_concatenate_to_the_tokens_of_the_whole_text() -> Result<()> {
         render_view(&v, false),
         sightline::planner::prompt::render_task(&task),
     );
-    let expected = r.tokenizer().encode(whole, false).map_err(anyhow::Error::msg)?;
+    let expected = r
+        .tokenizer()
+        .encode(whole, false)
+        .map_err(anyhow::Error::msg)?;
     assert_eq!(ids, expected.get_ids());
     assert_eq!(ids.first(), Some(&r.special().im_start));
     // The prompt ends by opening the assistant turn.
-    let tail = r.tokenizer().decode(&ids[ids.len() - 3..], false).map_err(anyhow::Error::msg)?;
+    let tail = r
+        .tokenizer()
+        .decode(&ids[ids.len() - 3..], false)
+        .map_err(anyhow::Error::msg)?;
     assert_eq!(tail, "<|im_start|>assistant\n");
     Ok(())
 }
@@ -96,7 +102,10 @@ fn image_pads_sit_between_vision_markers() -> Result<()> {
     let r = renderer()?;
     let ids = r.screen(&view(vec![]), Some(48))?;
     let s = r.special();
-    let start = ids.iter().position(|&t| t == s.vision_start).expect("vision_start");
+    let start = ids
+        .iter()
+        .position(|&t| t == s.vision_start)
+        .expect("vision_start");
     assert!(ids[start + 1..start + 49].iter().all(|&t| t == s.image_pad));
     assert_eq!(ids[start + 49], s.vision_end);
     assert_eq!(ids.iter().filter(|&&t| t == s.image_pad).count(), 48);
@@ -126,7 +135,10 @@ fn odd_ids_are_rendered_exactly_as_json_strings() -> Result<()> {
     let text = render_view(&v, true);
     assert!(text.contains(r#""a\"b\\c""#), "{text}");
     assert!(text.contains("\"日本\""), "{text}");
-    assert!(text.contains(&format!("\"{long_id}\"")), "ids are never clipped");
+    assert!(
+        text.contains(&format!("\"{long_id}\"")),
+        "ids are never clipped"
+    );
     Ok(())
 }
 

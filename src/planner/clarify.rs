@@ -52,7 +52,9 @@ const CLAUSE_OPENERS: [&str; 6] = ["please", "and", "then", "also", "now", "just
 const QUESTION_WORDS: [&str; 6] = ["how", "what", "where", "when", "whether", "why"];
 
 /// Words after which a pronoun is not the object of an action ("what is this?").
-const NOT_ACTIONS: [&str; 9] = ["is", "was", "are", "were", "be", "what", "of", "about", "like"];
+const NOT_ACTIONS: [&str; 9] = [
+    "is", "was", "are", "were", "be", "what", "of", "about", "like",
+];
 
 /// Pronouns that need something on screen to refer to.
 const PRONOUNS: [&str; 6] = ["it", "that", "this", "them", "those", "these"];
@@ -131,7 +133,9 @@ fn destructive_command(words: &[Token<'_>]) -> Option<&'static str> {
 /// True when some verb's object is a bare pronoun: the pronoun ends the goal or a clause,
 /// or is followed by a preposition ("move it to the trash").
 fn dangling_pronoun(words: &[Token<'_>]) -> bool {
-    const AFTER_OBJECT: [&str; 9] = ["to", "into", "from", "in", "on", "now", "please", "for", "with"];
+    const AFTER_OBJECT: [&str; 9] = [
+        "to", "into", "from", "in", "on", "now", "please", "for", "with",
+    ];
     words.iter().enumerate().skip(1).any(|(i, token)| {
         let Token::Word(word) = token else {
             return false;
@@ -162,7 +166,9 @@ fn view_has_referent(view: &PlanningView) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cel_contracts::{OmittedCounts, PlanningBudget, PlanningElement, PlanningElementState, PlanningScreen};
+    use cel_contracts::{
+        OmittedCounts, PlanningBudget, PlanningElement, PlanningElementState, PlanningScreen,
+    };
 
     fn view(selected: bool) -> PlanningView {
         let elements = if selected {

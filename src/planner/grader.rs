@@ -164,7 +164,10 @@ impl GraderLogits {
 fn shape_error(name: &str, t: &Tensor) -> Error {
     Error::Tensor {
         name: name.to_string(),
-        reason: format!("grader head expects (5, hidden) weight and (5,) bias, found {:?}", t.dims()),
+        reason: format!(
+            "grader head expects (5, hidden) weight and (5,) bias, found {:?}",
+            t.dims()
+        ),
     }
 }
 
@@ -208,7 +211,10 @@ mod tests {
     fn wrong_shapes_are_errors() -> Result<()> {
         let w = Tensor::zeros((4, 3), DType::F32, &Device::Cpu)?;
         let b = Tensor::zeros(5, DType::F32, &Device::Cpu)?;
-        assert!(matches!(GraderHead::from_tensors(w, b), Err(Error::Tensor { .. })));
+        assert!(matches!(
+            GraderHead::from_tensors(w, b),
+            Err(Error::Tensor { .. })
+        ));
         Ok(())
     }
 
@@ -219,7 +225,10 @@ mod tests {
         let weight = Tensor::ones((HEAD_ROWS, 8), DType::F16, &Device::Cpu)?;
         let bias = Tensor::zeros(HEAD_ROWS, DType::F32, &Device::Cpu)?;
         candle_core::safetensors::save(
-            &std::collections::HashMap::from([("weight".to_string(), weight), ("bias".to_string(), bias)]),
+            &std::collections::HashMap::from([
+                ("weight".to_string(), weight),
+                ("bias".to_string(), bias),
+            ]),
             &path,
         )?;
         assert!(GraderHead::load(&path, 8, &Device::Cpu).is_ok());

@@ -102,9 +102,12 @@ impl Finding {
                 "Your done claim was rejected{again_word}: {}. Next: {}",
                 clip(reason),
                 match hint {
-                    Some(NextActionHint::RetryLastAction) => "repeat the last step exactly; it did not take effect.",
-                    Some(NextActionHint::DifferentAction) => "same intent, but a different kind of step.",
-                    Some(NextActionHint::DifferentTarget) => "same kind of step on a different target.",
+                    Some(NextActionHint::RetryLastAction) =>
+                        "repeat the last step exactly; it did not take effect.",
+                    Some(NextActionHint::DifferentAction) =>
+                        "same intent, but a different kind of step.",
+                    Some(NextActionHint::DifferentTarget) =>
+                        "same kind of step on a different target.",
                     Some(NextActionHint::GiveUp) => "if nothing else is left to try, answer fail.",
                     None => "finish what is still missing on screen before claiming done.",
                 }
@@ -205,7 +208,12 @@ fn same_step(a: &AttemptRecord, b: &AttemptRecord) -> bool {
 mod tests {
     use super::*;
 
-    fn record(purpose: &str, action: PlannedAction, ok: bool, error: Option<&str>) -> AttemptRecord {
+    fn record(
+        purpose: &str,
+        action: PlannedAction,
+        ok: bool,
+        error: Option<&str>,
+    ) -> AttemptRecord {
         AttemptRecord {
             step_purpose: purpose.into(),
             action,
@@ -246,9 +254,17 @@ mod tests {
             None,
         );
         let f = Finding::of(&r);
-        assert_eq!(f, Finding::Null { what: "the text was empty" });
+        assert_eq!(
+            f,
+            Finding::Null {
+                what: "the text was empty"
+            }
+        );
         let line = f.line("type name", false).unwrap_or_default();
-        assert!(line.starts_with("Step \"type name\" did nothing: the text was empty."), "{line}");
+        assert!(
+            line.starts_with("Step \"type name\" did nothing: the text was empty."),
+            "{line}"
+        );
         assert_eq!(line.matches("Next:").count(), 1);
     }
 
@@ -270,15 +286,30 @@ mod tests {
 
     #[test]
     fn failure_line_quotes_the_error_and_offers_one_continuation() {
-        let r = record("click Save", click("xy:5,5"), false, Some("no window at point"));
-        let line = Finding::of(&r).line("click Save", false).unwrap_or_default();
-        assert!(line.starts_with("Step \"click Save\" failed: no window at point."), "{line}");
+        let r = record(
+            "click Save",
+            click("xy:5,5"),
+            false,
+            Some("no window at point"),
+        );
+        let line = Finding::of(&r)
+            .line("click Save", false)
+            .unwrap_or_default();
+        assert!(
+            line.starts_with("Step \"click Save\" failed: no window at point."),
+            "{line}"
+        );
         assert_eq!(line.matches("Next:").count(), 1);
     }
 
     #[test]
     fn refusal_is_recognised_from_the_runtime_prefix() {
-        let r = record("wipe disk", click("xy:5,5"), false, Some("refused: destructive step"));
+        let r = record(
+            "wipe disk",
+            click("xy:5,5"),
+            false,
+            Some("refused: destructive step"),
+        );
         assert!(matches!(Finding::of(&r), Finding::EndedOnRefusal { .. }));
         let line = Finding::of(&r).line("wipe disk", false).unwrap_or_default();
         assert!(line.contains("was refused by the runtime"), "{line}");
@@ -321,14 +352,19 @@ mod tests {
         );
         r.next_action_hint = Some(NextActionHint::RetryLastAction);
         let line = Finding::of(&r).line("finish", false).unwrap_or_default();
-        assert!(line.starts_with("Your done claim was rejected: the dialog is still open."), "{line}");
+        assert!(
+            line.starts_with("Your done claim was rejected: the dialog is still open."),
+            "{line}"
+        );
         assert!(line.contains("repeat the last step exactly"), "{line}");
     }
 
     #[test]
     fn no_line_names_an_action_type() {
         let findings = [
-            Finding::Null { what: "the text was empty" },
+            Finding::Null {
+                what: "the text was empty",
+            },
             Finding::EndedOnFailure { error: "x".into() },
             Finding::EndedOnRefusal { reason: "x".into() },
             Finding::DoneRejected {
@@ -340,7 +376,15 @@ mod tests {
             for again in [false, true] {
                 let line = f.line("s", again).unwrap_or_default();
                 let next = line.split("Next:").nth(1).unwrap_or_default();
-                for tool in ["click", "type", "scroll", "cdp_eval", "navigate", "key_combo", "wait("] {
+                for tool in [
+                    "click",
+                    "type",
+                    "scroll",
+                    "cdp_eval",
+                    "navigate",
+                    "key_combo",
+                    "wait(",
+                ] {
                     assert!(!next.contains(tool), "{line}");
                 }
             }

@@ -133,7 +133,9 @@ impl PromptRenderer {
     /// The first token of each word, as the model would start its answer with it.
     pub fn answer_token(&self, word: &str) -> Result<u32> {
         let ids = self.encode(word)?;
-        ids.first().copied().ok_or_else(|| Error::Tokenizer(format!("{word:?} encodes to no token")))
+        ids.first()
+            .copied()
+            .ok_or_else(|| Error::Tokenizer(format!("{word:?} encodes to no token")))
     }
 
     fn encode(&self, text: &str) -> Result<Vec<u32>> {
@@ -180,10 +182,20 @@ pub fn render_view(view: &PlanningView, has_screenshot: bool) -> String {
         }
     }
     for blocker in &view.blockers {
-        let _ = writeln!(out, "Blocker ({}): {}", clip(&blocker.kind), clip(&blocker.description));
+        let _ = writeln!(
+            out,
+            "Blocker ({}): {}",
+            clip(&blocker.kind),
+            clip(&blocker.description)
+        );
     }
     for anomaly in &view.anomalies {
-        let _ = writeln!(out, "Anomaly ({}): {}", clip(&anomaly.kind), clip(&anomaly.description));
+        let _ = writeln!(
+            out,
+            "Anomaly ({}): {}",
+            clip(&anomaly.kind),
+            clip(&anomaly.description)
+        );
     }
     for action in &view.adapter_actions {
         let _ = writeln!(
@@ -242,7 +254,11 @@ pub fn render_task(input: &TaskInput<'_>) -> String {
         let _ = writeln!(out, "Memory: {}", clip_to(&memory, MAX_MEMORY_CHARS));
     }
     let _ = writeln!(out, "History: {}", history::render(input.history));
-    let _ = writeln!(out, "Allowed actions: {}.", input.allowed_actions.join(", "));
+    let _ = writeln!(
+        out,
+        "Allowed actions: {}.",
+        input.allowed_actions.join(", ")
+    );
     out.push_str("<|im_end|>\n<|im_start|>assistant\n");
     out
 }
