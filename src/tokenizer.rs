@@ -3,6 +3,7 @@
 use std::io::Read;
 use std::path::Path;
 
+use candle_core::quantized::gguf_file;
 use tokenizers::Tokenizer;
 
 use crate::error::{Error, Result};
@@ -59,4 +60,108 @@ impl SpecialTokens {
             image_pad: id("<|image_pad|>")?,
         })
     }
+}
+
+/// The pre-tokenizer pattern of Qwen2/Qwen3 (`tokenizer.ggml.pre = "qwen2"` in GGUF).
+const QWEN2_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// GGUF token types (llama.cpp's `llama_token_type`).
+const TOKEN_TYPE_NORMAL: i32 = 1;
+const TOKEN_TYPE_CONTROL: i32 = 3;
+const TOKEN_TYPE_USER_DEFINED: i32 = 4;
+
+/// Rebuild the Hugging Face tokenizer a llama.cpp GGUF file carries (`tokenizer.ggml.*`).
+///
+/// Official GGUF repos ship no `tokenizer.json`; the GGUF holds the vocabulary, the merges
+/// and the pre-tokenizer's name. Only byte-level BPE with the `qwen2` pre-tokenizer is
+/// supported (every Qwen3-VL model). llama.cpp pads the vocabulary to the logits width with
+/// `[PAD…]` tokens; they are left out, as in the model's own `tokenizer.json`.
+pub fn tokenizer_from_gguf(content: &gguf_file::Content, path: &Path) -> Result<Tokenizer> {
+    let err = |reason: String| Error::Tokenizer(format!("{}: {reason}", path.display()));
+    let get = |key: &str| {
+        content
+            .metadata
+            .get(key)
+            .ok_or_else(|| err(format!("GGUF metadata key {key} is missing")))
+    };
+    let model = get("tokenizer.ggml.model")?
+        .to_string()
+        .map_err(|e| err(format!("tokenizer.ggml.model: {e}")))?;
+    let pre = get("tokenizer.ggml.pre")?
+        .to_string()
+        .map_err(|e| err(format!("tokenizer.ggml.pre: {e}")))?;
+    if model != "gpt2" || pre != "qwen2" {
+        return Err(err(format!(
+            "tokenizer {model}/{pre} is not supported: only Qwen's byte-level BPE (gpt2/qwen2)"
+        )));
+    }
+    let strings = |key: &str| -> Result<Vec<String>> {
+        get(key)?
+            .to_vec()
+            .map_err(|e| err(format!("{key}: {e}")))?
+            .iter()
+            .map(|v| {
+                v.to_string()
+                    .cloned()
+                    .map_err(|e| err(format!("{key}: {e}")))
+            })
+            .collect()
+    };
+    let tokens = strings("tokenizer.ggml.tokens")?;
+    let merges = strings("tokenizer.ggml.merges")?;
+    let types: Vec<i32> = get("tokenizer.ggml.token_type")?
+        .to_vec()
+        .map_err(|e| err(format!("tokenizer.ggml.token_type: {e}")))?
+        .iter()
+        .map(|v| {
+            v.to_i32()
+                .map_err(|e| err(format!("tokenizer.ggml.token_type: {e}")))
+        })
+        .collect::<Result<_>>()?;
+    if types.len() != tokens.len() {
+        return Err(err(format!(
+            "{} token types for {} tokens",
+            types.len(),
+            tokens.len()
+        )));
+    }
+
+    let mut vocab = serde_json::Map::new();
+    let mut added = Vec::new();
+    for (id, (token, kind)) in tokens.iter().zip(&types).enumerate() {
+        match *kind {
+            TOKEN_TYPE_NORMAL => {
+                vocab.insert(token.clone(), id.into());
+            }
+            TOKEN_TYPE_CONTROL | TOKEN_TYPE_USER_DEFINED if !token.starts_with("[PAD") => {
+                added.push(serde_json::json!({
+                    "id": id, "content": token, "single_word": false, "lstrip": false,
+                    "rstrip": false, "normalized": false, "special": *kind == TOKEN_TYPE_CONTROL,
+                }));
+            }
+            _ => {}
+        }
+    }
+    let byte_level = serde_json::json!({
+        "type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false,
+    });
+    let json = serde_json::json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added,
+        "normalizer": {"type": "NFC"},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": QWEN2_PATTERN}, "behavior": "Isolated", "invert": false},
+            byte_level,
+        ]},
+        "post_processor": byte_level,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+        "model": {
+            "type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": "",
+            "end_of_word_suffix": "", "fuse_unk": false, "byte_fallback": false,
+            "ignore_merges": false, "vocab": vocab, "merges": merges,
+        },
+    });
+    Tokenizer::from_bytes(json.to_string().as_bytes()).map_err(|e| err(e.to_string()))
 }

@@ -167,3 +167,31 @@ fn golden_outputs_match_their_prompts() -> Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn the_tokenizer_inside_a_gguf_encodes_like_tokenizer_json() -> Result<()> {
+    let reference = load_tokenizer(&fixtures().join("tokenizer.json.gz"))?;
+    for file in ["tiny-a/tiny-a-f16.gguf", "tiny-b/tiny-b-q8_0.gguf"] {
+        let path = fixtures().join(file);
+        let tok = sightline::tokenizer::tokenizer_from_gguf(&gguf_metadata(&path)?, &path)?;
+        assert_eq!(
+            tok.get_vocab_size(true),
+            reference.get_vocab_size(true),
+            "{file}"
+        );
+        let cases: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(
+            fixtures().join("tokenizer_cases.json"),
+        )?)?;
+        for case in cases {
+            let text = case["text"].as_str().context("text")?;
+            let want = reference.encode(text, false).map_err(anyhow::Error::msg)?;
+            let got = tok.encode(text, false).map_err(anyhow::Error::msg)?;
+            assert_eq!(got.get_ids(), want.get_ids(), "{file}: {text:?}");
+        }
+        assert_eq!(
+            SpecialTokens::from_tokenizer(&tok)?,
+            SpecialTokens::from_tokenizer(&reference)?
+        );
+    }
+    Ok(())
+}

@@ -36,7 +36,7 @@ runs 1 to 5 steps, then you see the screen again.
 overwrite, send, pay, buy, transfer) and the user did not explicitly confirm it.
 
 Actions: {\"type\":\"click\",\"target_id\":\"...\"}, {\"type\":\"type\",\"text\":\"...\"}, \
-{\"type\":\"key\",\"key\":\"Return\"}, {\"type\":\"key_combo\",\"keys\":[\"ctrl\",\"s\"]}, \
+{\"type\":\"key\",\"key\":\"enter\"}, {\"type\":\"key_combo\",\"keys\":[\"ctrl\",\"s\"]}, \
 {\"type\":\"scroll\",\"dx\":0,\"dy\":3}, {\"type\":\"drag\",\"from_target_id\":\"...\",\"to_target_id\":\"...\"}, \
 {\"type\":\"wait\",\"ms\":500}, {\"type\":\"extract\",\"goal\":\"...\",\"data\":\"...\"}. \
 Only the actions listed as allowed in the turn are accepted.
