@@ -8,6 +8,8 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 
+mod preprocess;
+
 /// Prints the machine the numbers come from, once.
 fn machine(_c: &mut Criterion) {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
@@ -23,5 +25,5 @@ fn machine(_c: &mut Criterion) {
     eprintln!("machine: {model}, {cpus} threads available");
 }
 
-criterion_group!(benches, machine);
+criterion_group!(benches, machine, preprocess::bench);
 criterion_main!(benches);

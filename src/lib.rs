@@ -6,6 +6,7 @@
 //! [`cel_contracts::NextMove`] that targets only what is on screen.
 
 pub mod error;
+pub mod image;
 pub mod model;
 pub mod planner;
 pub mod tokenizer;

@@ -1,0 +1,189 @@
+//! Bytes to RGB: PNG/JPEG decoding with header-first size checks, and the reference's
+//! conversion of every pixel format to 8-bit RGB.
+//!
+//! The reference (transformers' `convert_to_rgb` on a Pillow image) composites any
+//! transparency over white with Pillow's integer `alpha_composite`, takes the high byte
+//! of 16-bit colour channels (how Pillow loads 16-bit RGB/RGBA/LA PNGs), and — a Pillow
+//! quirk kept for parity — saturates 16-bit grayscale at 255 (Pillow loads it as `I;16`,
+//! whose conversion to RGB clips instead of scaling). Every case is checked against
+//! Pillow by `tests/image_preprocess.rs`.
+
+use std::borrow::Cow;
+use std::io::Cursor;
+
+use image::{DynamicImage, ImageDecoder, ImageError, ImageFormat, ImageReader, RgbImage};
+
+use super::config::InputLimits;
+use crate::error::{Error, Result};
+
+/// Decodes PNG or JPEG `bytes`, checking the size in the header against `limits`
+/// before any pixel buffer is allocated.
+///
+/// Errors ([`Error::Image`]): an unrecognized or unsupported format, a header whose
+/// size is zero or over the limits, corrupt or truncated data.
+pub fn decode(bytes: &[u8], limits: &InputLimits) -> Result<DynamicImage> {
+    let mut reader = ImageReader::new(Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|e| Error::Image(format!("cannot read image bytes: {e}")))?;
+    match reader.format() {
+        Some(ImageFormat::Png | ImageFormat::Jpeg) => {}
+        Some(other) => {
+            return Err(Error::Image(format!(
+                "unsupported image format {other:?}: expected PNG or JPEG"
+            )))
+        }
+        None => {
+            return Err(Error::Image(format!(
+                "unrecognized image format ({} bytes, starting {:02x?}): expected PNG or JPEG",
+                bytes.len(),
+                &bytes[..bytes.len().min(8)]
+            )))
+        }
+    }
+    let mut decoder_limits = image::Limits::default();
+    decoder_limits.max_image_width = Some(limits.max_side);
+    decoder_limits.max_image_height = Some(limits.max_side);
+    // 16-bit RGBA is the widest format PNG decodes to: 8 bytes a pixel, plus headroom
+    // for the decoder's own row buffers.
+    decoder_limits.max_alloc = Some(limits.max_pixels.saturating_mul(8) + (64 << 20));
+    reader.limits(decoder_limits);
+    let decoder = reader.into_decoder().map_err(decode_error)?;
+    let (width, height) = decoder.dimensions();
+    limits.check(width, height)?;
+    DynamicImage::from_decoder(decoder).map_err(decode_error)
+}
+
+/// Decodes `bytes` ([`decode`]) and converts them to RGB as the reference does
+/// ([`to_rgb`]).
+pub fn decode_rgb(bytes: &[u8], limits: &InputLimits) -> Result<RgbImage> {
+    let image = decode(bytes, limits)?;
+    Ok(match image {
+        DynamicImage::ImageRgb8(rgb) => rgb,
+        other => to_rgb(&other)?.into_owned(),
+    })
+}
+
+fn decode_error(e: ImageError) -> Error {
+    match e {
+        ImageError::Unsupported(e) => Error::Image(format!("unsupported image: {e}")),
+        ImageError::Limits(e) => Error::Image(format!("image exceeds the decoding limits: {e}")),
+        ImageError::IoError(e) => {
+            Error::Image(format!("image data is truncated or unreadable: {e}"))
+        }
+        other => Error::Image(format!("image data is corrupt: {other}")),
+    }
+}
+
+/// Converts any decoded image to 8-bit RGB exactly as the reference's `convert_to_rgb`
+/// does on the same image opened by Pillow (see the module doc). An RGB8 image is
+/// borrowed, not copied. Errors only on a zero-sized image.
+pub fn to_rgb(image: &DynamicImage) -> Result<Cow<'_, RgbImage>> {
+    let (width, height) = (image.width(), image.height());
+    if width == 0 || height == 0 {
+        return Err(Error::Image(format!(
+            "image is {width}×{height}: an image needs at least one pixel on each side"
+        )));
+    }
+    let n = width as usize * height as usize;
+    let mut out = Vec::with_capacity(n * 3);
+    match image {
+        DynamicImage::ImageRgb8(rgb) => return Ok(Cow::Borrowed(rgb)),
+        DynamicImage::ImageLuma8(img) => {
+            for &l in img.as_raw() {
+                out.extend_from_slice(&[l, l, l]);
+            }
+        }
+        DynamicImage::ImageLumaA8(img) => {
+            for px in img.as_raw().chunks_exact(2) {
+                let l = over_white(px[0], px[1]);
+                out.extend_from_slice(&[l, l, l]);
+            }
+        }
+        DynamicImage::ImageRgba8(img) => rgba_over_white(img.as_raw(), &mut out),
+        DynamicImage::ImageLuma16(img) => {
+            // Pillow's I;16 → RGB saturates rather than scales.
+            for &l in img.as_raw() {
+                let l = l.min(255) as u8;
+                out.extend_from_slice(&[l, l, l]);
+            }
+        }
+        DynamicImage::ImageLumaA16(img) => {
+            for px in img.as_raw().chunks_exact(2) {
+                let l = over_white(high_byte(px[0]), high_byte(px[1]));
+                out.extend_from_slice(&[l, l, l]);
+            }
+        }
+        DynamicImage::ImageRgb16(img) => out.extend(img.as_raw().iter().map(|&v| high_byte(v))),
+        DynamicImage::ImageRgba16(img) => {
+            let rgba: Vec<u8> = img.as_raw().iter().map(|&v| high_byte(v)).collect();
+            rgba_over_white(&rgba, &mut out);
+        }
+        // Float images never come from PNG/JPEG; a caller's own float image is taken
+        // through the image crate's 0..1 → 0..255 conversion, then composited.
+        other => rgba_over_white(other.to_rgba8().as_raw(), &mut out),
+    }
+    RgbImage::from_raw(width, height, out)
+        .map(Cow::Owned)
+        .ok_or_else(|| Error::Image("internal: RGB buffer size mismatch".into()))
+}
+
+/// Pillow loads 16-bit PNG colour channels by keeping the most significant byte.
+fn high_byte(v: u16) -> u8 {
+    (v >> 8) as u8
+}
+
+fn rgba_over_white(rgba: &[u8], out: &mut Vec<u8>) {
+    for px in rgba.chunks_exact(4) {
+        let a = px[3];
+        if a == 255 {
+            // Opaque (every screenshot): the composite is the identity, pinned by a test.
+            out.extend_from_slice(&px[..3]);
+        } else {
+            out.extend_from_slice(&[
+                over_white(px[0], a),
+                over_white(px[1], a),
+                over_white(px[2], a),
+            ]);
+        }
+    }
+}
+
+/// One channel of Pillow's `alpha_composite(white, src)` (libImaging/AlphaComposite.c),
+/// with the destination fixed to opaque white: integer arithmetic with 7 extra bits
+/// of precision and rounded divisions by 255.
+pub(crate) fn over_white(c: u8, a: u8) -> u8 {
+    const PRECISION_BITS: u32 = 7;
+    let shift_for_div255 = |v: u32| ((v >> 8) + v) >> 8;
+    if a == 0 {
+        return 255;
+    }
+    let (c, a) = (u32::from(c), u32::from(a));
+    let blend = 255 * (255 - a);
+    let outa255 = a * 255 + blend;
+    let coef1 = a * 255 * 255 * (1 << PRECISION_BITS) / outa255;
+    let coef2 = 255 * (1 << PRECISION_BITS) - coef1;
+    let tmp = c * coef1 + 255 * coef2;
+    (shift_for_div255(tmp + (0x80 << PRECISION_BITS)) >> PRECISION_BITS) as u8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opaque_composite_is_identity_and_transparent_is_white() {
+        for c in 0..=255u8 {
+            assert_eq!(over_white(c, 255), c);
+            assert_eq!(over_white(c, 0), 255);
+        }
+        // Values from Pillow: alpha_composite(white, (0, 100, 200, 128)).
+        assert_eq!(
+            [
+                over_white(0, 128),
+                over_white(100, 128),
+                over_white(200, 128)
+            ],
+            [127, 177, 227]
+        );
+    }
+}

@@ -1,0 +1,85 @@
+//! Rescale, normalize and patchify in one pass over the resized RGB image.
+//!
+//! The reference computes `((byte as f64 * rescale_factor) as f32 - mean) / std` in f32,
+//! then reorders `(C, H, W)` into rows of `(C, T, ph, pw)` ordered by
+//! `(block_h, block_w, merge_h, merge_w)`, repeating each patch `T` times for the
+//! temporal axis. A byte has 256 values, so the arithmetic becomes a per-channel table
+//! with the reference's exact f32 results, and the reorder writes each output row once.
+
+use super::config::PreprocessConfig;
+
+/// Per-channel lookup: byte → normalized f32, exactly as the reference's f64 rescale,
+/// f32 cast, f32 subtract and f32 divide.
+pub(crate) fn normalization_table(cfg: &PreprocessConfig) -> [[f32; 256]; 3] {
+    let mut lut = [[0f32; 256]; 3];
+    for (c, table) in lut.iter_mut().enumerate() {
+        for (v, out) in table.iter_mut().enumerate() {
+            let rescaled = (v as f64 * cfg.rescale_factor) as f32;
+            *out = (rescaled - cfg.image_mean[c]) / cfg.image_std[c];
+        }
+    }
+    lut
+}
+
+/// Patch geometry of one image.
+pub(crate) struct Grid {
+    /// Patch rows.
+    pub h: usize,
+    /// Patch columns.
+    pub w: usize,
+}
+
+/// Writes `pixel_values` for an interleaved RGB image of `width × height` (both
+/// multiples of `patch * merge`): `grid.h * grid.w` rows of `3 * T * patch²` floats.
+#[inline(never)]
+pub(crate) fn patchify(
+    rgb: &[u8],
+    width: usize,
+    height: usize,
+    cfg: &PreprocessConfig,
+) -> (Vec<f32>, Grid) {
+    let p = cfg.patch_size;
+    let m = cfg.merge_size;
+    let t_len = cfg.temporal_patch_size;
+    let grid = Grid {
+        h: height / p,
+        w: width / p,
+    };
+    let row_len = cfg.patch_dim();
+    let frame_len = p * p; // one (channel, frame) block of a row
+    let lut = normalization_table(cfg);
+    let mut out = vec![0f32; grid.h * grid.w * row_len];
+    let mut rows = out.chunks_exact_mut(row_len);
+    for bh in 0..grid.h / m {
+        for bw in 0..grid.w / m {
+            for mh in 0..m {
+                for mw in 0..m {
+                    // Invariant: exactly grid.h * grid.w rows were allocated above and
+                    // these loops visit each once.
+                    let Some(row) = rows.next() else {
+                        return (out, grid);
+                    };
+                    let y0 = (bh * m + mh) * p;
+                    let x0 = (bw * m + mw) * p;
+                    for (c, table) in lut.iter().enumerate() {
+                        let block = &mut row[c * t_len * frame_len..(c + 1) * t_len * frame_len];
+                        let (first, repeats) = block.split_at_mut(frame_len);
+                        for ph in 0..p {
+                            let src = &rgb
+                                [((y0 + ph) * width + x0) * 3..((y0 + ph) * width + x0 + p) * 3];
+                            let dst = &mut first[ph * p..(ph + 1) * p];
+                            for (d, px) in dst.iter_mut().zip(src.chunks_exact(3)) {
+                                *d = table[usize::from(px[c])];
+                            }
+                        }
+                        // The temporal axis: a still image is the same frame T times.
+                        for frame in repeats.chunks_exact_mut(frame_len) {
+                            frame.copy_from_slice(first);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    (out, grid)
+}
