@@ -12,4 +12,6 @@ pub mod planner;
 pub mod tokenizer;
 
 pub use error::{Error, Result};
+pub use model::qwen3_vl::{Qwen3Vl, Qwen3VlConfig};
+pub use model::weights::{LoadOptions, ModelSource};
 pub use model::{EncodedImage, PreprocessedImage, VisionLanguageModel};

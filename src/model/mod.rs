@@ -83,3 +83,7 @@ pub trait VisionLanguageModel: Send {
     /// zero-shot weights of the grader head.
     fn lm_head_rows(&self, ids: &[u32]) -> Result<Tensor>;
 }
+
+pub mod kv_cache;
+pub mod qwen3_vl;
+pub mod weights;

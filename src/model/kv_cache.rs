@@ -1,0 +1,186 @@
+//! A key/value cache that grows on demand and can be cut back to any prefix.
+//!
+//! Each layer keeps one buffer for keys and one for values, shaped
+//! `(1, kv_heads, capacity, head_dim)`. Appending writes in place; when the capacity is
+//! exhausted the buffer is reallocated with at least double the size (amortised O(1)
+//! per position), so nothing is preallocated from the model's maximum context.
+//! Truncating only moves the length: the next append overwrites the old positions.
+
+use candle_core::{DType, Device, Tensor};
+
+use crate::error::{Error, Result};
+
+/// The first allocation, in positions: enough for a short prompt without regrowing.
+pub const INITIAL_CAPACITY: usize = 256;
+
+/// One layer's keys and values.
+#[derive(Debug, Clone, Default)]
+struct LayerCache {
+    /// `(keys, values)` buffers, `None` before the first append.
+    buffers: Option<(Tensor, Tensor)>,
+}
+
+/// A per-layer K/V cache with a shared length.
+#[derive(Debug, Clone)]
+pub struct KvCache {
+    layers: Vec<LayerCache>,
+    len: usize,
+    capacity: usize,
+}
+
+impl KvCache {
+    /// An empty cache for `n_layers` layers. Allocates nothing.
+    pub fn new(n_layers: usize) -> Self {
+        KvCache {
+            layers: vec![LayerCache::default(); n_layers],
+            len: 0,
+            capacity: 0,
+        }
+    }
+
+    /// Positions currently held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no position is held.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Positions the buffers hold before the next reallocation.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Cut back to the first `len` positions. O(1): the buffers are kept.
+    pub fn truncate(&mut self, len: usize) -> Result<()> {
+        if len > self.len {
+            return Err(Error::InvalidInput(format!(
+                "cannot truncate the KV cache to {len} positions: it holds {}",
+                self.len
+            )));
+        }
+        self.len = len;
+        Ok(())
+    }
+
+    /// Forget everything and free the buffers.
+    pub fn clear(&mut self) {
+        for l in &mut self.layers {
+            l.buffers = None;
+        }
+        self.len = 0;
+        self.capacity = 0;
+    }
+
+    /// Append `k` and `v` (`(1, kv_heads, n, head_dim)`) to layer `layer` at the current
+    /// length and return the layer's keys and values for positions `0..len + n`.
+    ///
+    /// Every layer must be appended the same `n` before [`commit`](Self::commit) moves
+    /// the shared length.
+    pub fn append(&mut self, layer: usize, k: &Tensor, v: &Tensor) -> Result<(Tensor, Tensor)> {
+        let (_, kv_heads, n, head_dim) = k.dims4()?;
+        let needed = self.len + n;
+        let capacity = self.capacity;
+        let len = self.len;
+        let entry = self
+            .layers
+            .get_mut(layer)
+            .ok_or_else(|| Error::InvalidInput(format!("KV cache has no layer {layer}")))?;
+        let grow = |old: Option<&Tensor>,
+                    dtype: DType,
+                    device: &Device,
+                    new_cap: usize|
+         -> Result<Tensor> {
+            let fresh = Tensor::zeros((1, kv_heads, new_cap, head_dim), dtype, device)?;
+            if let Some(old) = old {
+                if len > 0 {
+                    fresh.slice_set(&old.narrow(2, 0, len)?.contiguous()?, 2, 0)?;
+                }
+            }
+            Ok(fresh)
+        };
+        // A layer whose buffers are smaller than the shared capacity (the first append
+        // after a growth decided by layer 0) grows now.
+        let layer_cap = entry
+            .buffers
+            .as_ref()
+            .map(|(kb, _)| kb.dim(2))
+            .transpose()?
+            .unwrap_or(0);
+        let target_cap = if needed > capacity.max(layer_cap) {
+            needed
+                .max(2 * capacity.max(layer_cap))
+                .max(INITIAL_CAPACITY)
+        } else {
+            capacity.max(layer_cap)
+        };
+        if layer_cap < target_cap {
+            let (ok, ov) = match &entry.buffers {
+                Some((kb, vb)) => (Some(kb), Some(vb)),
+                None => (None, None),
+            };
+            let kb = grow(ok, k.dtype(), k.device(), target_cap)?;
+            let vb = grow(ov, v.dtype(), v.device(), target_cap)?;
+            entry.buffers = Some((kb, vb));
+        }
+        let Some((kb, vb)) = &entry.buffers else {
+            return Err(Error::InvalidInput(
+                "KV cache buffer missing after growth".into(),
+            ));
+        };
+        kb.slice_set(&k.contiguous()?, 2, len)?;
+        vb.slice_set(&v.contiguous()?, 2, len)?;
+        if target_cap > self.capacity {
+            self.capacity = target_cap;
+        }
+        Ok((kb.narrow(2, 0, needed)?, vb.narrow(2, 0, needed)?))
+    }
+
+    /// Move the shared length forward by `n` after every layer appended `n` positions.
+    pub fn commit(&mut self, n: usize) {
+        self.len += n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grows_past_initial_capacity_and_keeps_contents() -> Result<()> {
+        let dev = Device::Cpu;
+        let mut cache = KvCache::new(2);
+        let n = INITIAL_CAPACITY + 7;
+        let k = Tensor::arange(0f32, (2 * n * 4) as f32, &dev)?.reshape((1, 2, n, 4))?;
+        for layer in 0..2 {
+            let (ks, vs) = cache.append(layer, &k, &k)?;
+            assert_eq!(ks.dims(), &[1, 2, n, 4]);
+            let diff = (ks - &k)?.abs()?.max_all()?.to_scalar::<f32>()?;
+            assert_eq!(diff, 0.0);
+            assert_eq!(vs.dims(), &[1, 2, n, 4]);
+        }
+        cache.commit(n);
+        assert!(cache.capacity() >= n);
+        // Truncate and append: the prefix stays, the tail is overwritten.
+        cache.truncate(3)?;
+        let one = Tensor::full(-1f32, (1, 2, 1, 4), &dev)?;
+        let (ks, _) = cache.append(0, &one, &one)?;
+        assert_eq!(ks.dims(), &[1, 2, 4, 4]);
+        let head = ks.narrow(2, 0, 3)?;
+        let expected = k.narrow(2, 0, 3)?;
+        let diff = (head - expected)?.abs()?.max_all()?.to_scalar::<f32>()?;
+        assert_eq!(diff, 0.0);
+        let last = ks.narrow(2, 3, 1)?.flatten_all()?.to_vec1::<f32>()?;
+        assert!(last.iter().all(|&x| x == -1.0));
+        Ok(())
+    }
+
+    #[test]
+    fn truncate_past_length_is_an_error() {
+        let mut cache = KvCache::new(1);
+        assert!(cache.truncate(1).is_err());
+        assert!(cache.truncate(0).is_ok());
+    }
+}

@@ -1,0 +1,414 @@
+//! Qwen3-VL in candle: vision tower, DeepStack, text decoder with interleaved M-RoPE.
+//!
+//! Our own implementation (see DESIGN.md, decision 1); the reference for every number
+//! is Hugging Face transformers' `modeling_qwen3_vl.py`, checked by the golden tests in
+//! `tests/model_golden.rs`.
+//!
+//! # Design
+//!
+//! - **One code path for every checkpoint.** [`Qwen3Vl::load`] opens a
+//!   [`WeightSource`](crate::model::weights::WeightSource) (safetensors directory, the
+//!   same quantized at load, or a llama.cpp GGUF pair); the blocks ask it for weights by
+//!   checkpoint name and every matrix becomes a candle `QMatMul`.
+//! - **State lives in the model.** The KV cache and the M-RoPE position bookkeeping are
+//!   part of [`Qwen3Vl`]: [`feed`](VisionLanguageModel::feed) appends,
+//!   [`truncate`](VisionLanguageModel::truncate) cuts back to a prefix, and the next
+//!   token gets the position the reference's `get_rope_index` would give it (text after
+//!   an image continues from the image's largest coordinate + 1).
+//! - **Positions** ([`mrope_positions`]): text tokens get `(p, p, p)`; an image of
+//!   `t × h × w` merged tokens starting at `p` gets `(p + ti, p + hi, p + wi)` and the
+//!   text after it starts at `p + max(h, w)`.
+//! - **DeepStack**: the vision tower returns one feature tensor per tapped layer; the
+//!   decoder adds feature `i` to the image-token rows after text layer `i`.
+//!
+//! # Performance notes
+//!
+//! A decode step computes logits for its last position only; the causal mask is built
+//! only for multi-token steps; GQA folds the query heads of a KV group into one matmul
+//! instead of repeating K/V; the KV cache grows by doubling and is written in place.
+
+pub mod config;
+pub mod rope;
+mod text;
+mod vision;
+
+use candle_core::{DType, Device, Tensor};
+use tokenizers::Tokenizer;
+
+use crate::error::{Error, Result};
+use crate::model::kv_cache::KvCache;
+use crate::model::weights::{LoadOptions, WeightSource};
+use crate::model::{EncodedImage, PreprocessedImage, VisionLanguageModel};
+use crate::tokenizer::SpecialTokens;
+
+pub use config::{Qwen3VlConfig, TextConfig, VisionConfig};
+pub use rope::MropePosition;
+
+use text::{DeepstackInput, TextModel};
+use vision::VisionModel;
+
+/// A loaded Qwen3-VL model with its KV cache.
+pub struct Qwen3Vl {
+    cfg: Qwen3VlConfig,
+    text: TextModel,
+    vision: VisionModel,
+    cache: KvCache,
+    /// `next_position[i]`: one past the largest M-RoPE coordinate of tokens `0..=i`,
+    /// i.e. the position the next text token takes after a truncate to `i + 1`.
+    next_position: Vec<u32>,
+    last_hidden: Option<Tensor>,
+    device: Device,
+    dtype: DType,
+    source: String,
+}
+
+impl std::fmt::Debug for Qwen3Vl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Qwen3Vl")
+            .field("source", &self.source)
+            .field("dtype", &self.dtype)
+            .field("cache_len", &self.cache.len())
+            .finish()
+    }
+}
+
+/// How an M-RoPE position list was split: where the image tokens are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MropeLayout {
+    /// One `(t, h, w)` position per token.
+    pub positions: Vec<MropePosition>,
+    /// One past the largest coordinate after each token.
+    pub next_position: Vec<u32>,
+    /// `(start, len)` of each image run within the tokens, in order.
+    pub image_runs: Vec<(usize, usize)>,
+}
+
+/// M-RoPE positions of `tokens` starting at text position `start`, as the reference's
+/// `get_rope_index` computes them. Each maximal run of `image_token_id` is one image,
+/// matched in order with `token_grids` (the merged `(t, h, w)` grids); a run whose
+/// length differs from its grid's token count, or a count of runs that differs from
+/// the number of grids, is an error.
+pub fn mrope_positions(
+    tokens: &[u32],
+    token_grids: &[[usize; 3]],
+    image_token_id: u32,
+    start: u32,
+) -> Result<MropeLayout> {
+    let mut positions = Vec::with_capacity(tokens.len());
+    let mut next_position = Vec::with_capacity(tokens.len());
+    let mut image_runs = Vec::new();
+    let mut grids = token_grids.iter();
+    let mut current = start as u64;
+    let mut running_next = start as u64;
+    let mut i = 0;
+    let to_u32 = |x: u64| {
+        u32::try_from(x).map_err(|_| Error::InvalidInput(format!("M-RoPE position {x} overflows")))
+    };
+    while i < tokens.len() {
+        if tokens[i] != image_token_id {
+            positions.push([to_u32(current)?; 3]);
+            current += 1;
+            running_next = running_next.max(current);
+            next_position.push(to_u32(running_next)?);
+            i += 1;
+            continue;
+        }
+        let run = tokens[i..]
+            .iter()
+            .take_while(|&&t| t == image_token_id)
+            .count();
+        let grid = grids.next().ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "image-pad run {} at token {i} has no image ({} images given)",
+                image_runs.len() + 1,
+                token_grids.len()
+            ))
+        })?;
+        let [gt, gh, gw] = *grid;
+        if gt * gh * gw != run {
+            return Err(Error::InvalidInput(format!(
+                "image-pad run at token {i} has {run} tokens, its image has {} ({gt}×{gh}×{gw})",
+                gt * gh * gw
+            )));
+        }
+        for ti in 0..gt as u64 {
+            for hi in 0..gh as u64 {
+                for wi in 0..gw as u64 {
+                    positions.push([
+                        to_u32(current + ti)?,
+                        to_u32(current + hi)?,
+                        to_u32(current + wi)?,
+                    ]);
+                    running_next = running_next.max(current + ti.max(hi).max(wi) + 1);
+                    next_position.push(to_u32(running_next)?);
+                }
+            }
+        }
+        image_runs.push((i, run));
+        current += gh.max(gw) as u64;
+        running_next = running_next.max(current);
+        i += run;
+    }
+    if image_runs.len() != token_grids.len() {
+        return Err(Error::InvalidInput(format!(
+            "{} images given but the tokens hold {} image-pad runs",
+            token_grids.len(),
+            image_runs.len()
+        )));
+    }
+    Ok(MropeLayout {
+        positions,
+        next_position,
+        image_runs,
+    })
+}
+
+impl Qwen3Vl {
+    /// Load a model as `opts` says (safetensors directory, optionally quantized at
+    /// load, or a GGUF pair). Errors name the file, key or tensor that is wrong.
+    pub fn load(opts: &LoadOptions) -> Result<Self> {
+        let ws = WeightSource::open(opts)?;
+        Self::from_weights(&ws)
+    }
+
+    /// Build the model from an opened weight source.
+    pub fn from_weights(ws: &WeightSource) -> Result<Self> {
+        let cfg = ws.config().clone();
+        let text = TextModel::new(&cfg.text, ws)?;
+        let vision = VisionModel::new(&cfg.vision, ws)?;
+        Ok(Qwen3Vl {
+            cache: KvCache::new(text.n_layers()),
+            cfg,
+            text,
+            vision,
+            next_position: Vec::new(),
+            last_hidden: None,
+            device: ws.device().clone(),
+            dtype: ws.dtype(),
+            source: ws.describe(),
+        })
+    }
+
+    /// The validated configuration.
+    pub fn config(&self) -> &Qwen3VlConfig {
+        &self.cfg
+    }
+
+    /// The activation dtype.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Capacity of the KV cache in positions (grows on demand).
+    pub fn cache_capacity(&self) -> usize {
+        self.cache.capacity()
+    }
+
+    /// The M-RoPE position the next text token fed would get.
+    pub fn next_text_position(&self) -> u32 {
+        self.next_position.last().copied().unwrap_or(0)
+    }
+
+    /// Check that `tokenizer` belongs to this model: its special-token ids match the
+    /// config and its vocabulary fits in the logits row.
+    pub fn check_tokenizer(&self, tokenizer: &Tokenizer) -> Result<()> {
+        check_tokenizer(&self.cfg, tokenizer)
+    }
+
+    /// Like [`feed`](VisionLanguageModel::feed) but returns the logits of every position
+    /// fed, `(tokens.len(), vocab_size)` f32. For golden tests and `--dump-logits`.
+    pub fn forward_all_logits(
+        &mut self,
+        tokens: &[u32],
+        images: &[EncodedImage],
+    ) -> Result<Tensor> {
+        let hidden = self.forward_hidden(tokens, images)?;
+        self.text.logits(&hidden)
+    }
+
+    /// Run `tokens` through the decoder, commit them to the cache and return the
+    /// final-norm hidden states `(n, hidden)`. On error the cache is unchanged.
+    fn forward_hidden(&mut self, tokens: &[u32], images: &[EncodedImage]) -> Result<Tensor> {
+        if tokens.is_empty() {
+            return Err(Error::InvalidInput("feed: no tokens".into()));
+        }
+        let vocab = self.cfg.text.vocab_size;
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= vocab) {
+            return Err(Error::InvalidInput(format!(
+                "token id {bad} is outside the vocabulary ({vocab})"
+            )));
+        }
+        let hidden_size = self.cfg.text.hidden_size;
+        let n_deepstack = self.cfg.vision.deepstack_visual_indexes.len();
+        for (i, img) in images.iter().enumerate() {
+            let n = img.n_tokens();
+            if img.embeddings.dims() != [n, hidden_size] {
+                return Err(Error::InvalidInput(format!(
+                    "image {i}: embeddings {:?}, expected [{n}, {hidden_size}]",
+                    img.embeddings.dims()
+                )));
+            }
+            if img.deepstack.len() != n_deepstack
+                || img.deepstack.iter().any(|d| d.dims() != [n, hidden_size])
+            {
+                return Err(Error::InvalidInput(format!(
+                    "image {i}: {} DeepStack features, expected {n_deepstack} of [{n}, {hidden_size}]",
+                    img.deepstack.len()
+                )));
+            }
+        }
+        let grids: Vec<[usize; 3]> = images.iter().map(|img| img.token_grid).collect();
+        let layout = mrope_positions(
+            tokens,
+            &grids,
+            self.cfg.image_token_id,
+            self.next_text_position(),
+        )?;
+
+        // Embeddings: text runs from the table, image runs from the vision tower.
+        let mut pieces = Vec::with_capacity(2 * layout.image_runs.len() + 1);
+        let mut at = 0;
+        for (img, &(start, len)) in images.iter().zip(&layout.image_runs) {
+            if start > at {
+                pieces.push(self.text.embed(&tokens[at..start])?);
+            }
+            pieces.push(
+                img.embeddings
+                    .to_device(&self.device)?
+                    .to_dtype(self.dtype)?,
+            );
+            at = start + len;
+        }
+        if at < tokens.len() {
+            pieces.push(self.text.embed(&tokens[at..])?);
+        }
+        let embeds = if pieces.len() == 1 {
+            pieces.remove(0)
+        } else {
+            Tensor::cat(&pieces, 0)?
+        };
+
+        let deepstack = if images.is_empty() || n_deepstack == 0 {
+            None
+        } else {
+            let rows: Vec<u32> = layout
+                .image_runs
+                .iter()
+                .flat_map(|&(s, l)| (s as u32)..(s + l) as u32)
+                .collect();
+            let features = (0..n_deepstack)
+                .map(|layer| {
+                    let per_image: Vec<Tensor> = images
+                        .iter()
+                        .map(|img| img.deepstack[layer].to_device(&self.device))
+                        .collect::<candle_core::Result<_>>()?;
+                    Ok(Tensor::cat(&per_image, 0)?)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Some(DeepstackInput {
+                rows: Tensor::new(rows.as_slice(), &self.device)?,
+                features,
+            })
+        };
+
+        let hidden = self.text.forward(
+            &embeds,
+            &layout.positions,
+            deepstack.as_ref(),
+            &mut self.cache,
+        )?;
+        // Commit only after the whole pass succeeded.
+        self.cache.commit(tokens.len());
+        self.next_position.extend_from_slice(&layout.next_position);
+        let last = hidden.get(tokens.len() - 1)?;
+        self.last_hidden = Some(last.to_dtype(DType::F32)?);
+        Ok(hidden)
+    }
+}
+
+/// Check that `tokenizer`'s special tokens carry the ids `cfg` expects and that its
+/// vocabulary fits in the logits row; a mismatch is an [`Error::Tokenizer`].
+pub fn check_tokenizer(cfg: &Qwen3VlConfig, tokenizer: &Tokenizer) -> Result<()> {
+    let special = SpecialTokens::from_tokenizer(tokenizer)?;
+    for (name, found, expected) in [
+        ("<|image_pad|>", special.image_pad, cfg.image_token_id),
+        (
+            "<|vision_start|>",
+            special.vision_start,
+            cfg.vision_start_token_id,
+        ),
+        (
+            "<|vision_end|>",
+            special.vision_end,
+            cfg.vision_end_token_id,
+        ),
+    ] {
+        if found != expected {
+            return Err(Error::Tokenizer(format!(
+                "{name} is id {found} in the tokenizer but {expected} in the model config: \
+                 the tokenizer belongs to another model"
+            )));
+        }
+    }
+    let size = tokenizer.get_vocab_size(true);
+    if size > cfg.text.vocab_size {
+        return Err(Error::Tokenizer(format!(
+            "the tokenizer has {size} tokens but the model's logits row has only {}",
+            cfg.text.vocab_size
+        )));
+    }
+    Ok(())
+}
+
+impl VisionLanguageModel for Qwen3Vl {
+    fn vocab_size(&self) -> usize {
+        self.cfg.text.vocab_size
+    }
+
+    fn hidden_size(&self) -> usize {
+        self.cfg.text.hidden_size
+    }
+
+    fn device(&self) -> &Device {
+        &self.device
+    }
+
+    fn cache_len(&self) -> usize {
+        self.cache.len()
+    }
+
+    fn truncate(&mut self, len: usize) -> Result<()> {
+        self.cache.truncate(len)?;
+        self.next_position.truncate(len);
+        if len == 0 {
+            self.last_hidden = None;
+        }
+        Ok(())
+    }
+
+    fn encode_image(&mut self, image: &PreprocessedImage) -> Result<EncodedImage> {
+        self.vision.forward(image)
+    }
+
+    fn feed(&mut self, tokens: &[u32], images: &[EncodedImage]) -> Result<Tensor> {
+        let hidden = self.forward_hidden(tokens, images)?;
+        let last = hidden.narrow(0, tokens.len() - 1, 1)?;
+        Ok(self.text.logits(&last)?.squeeze(0)?)
+    }
+
+    fn last_hidden(&self) -> Result<Tensor> {
+        self.last_hidden
+            .clone()
+            .ok_or_else(|| Error::InvalidInput("last_hidden: nothing has been fed yet".into()))
+    }
+
+    fn lm_head_rows(&self, ids: &[u32]) -> Result<Tensor> {
+        let vocab = self.cfg.text.vocab_size;
+        if let Some(&bad) = ids.iter().find(|&&t| t as usize >= vocab) {
+            return Err(Error::InvalidInput(format!(
+                "lm_head_rows: id {bad} is outside the vocabulary ({vocab})"
+            )));
+        }
+        self.text.lm_head_rows(ids)
+    }
+}

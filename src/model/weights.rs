@@ -1,0 +1,634 @@
+//! Weight loading: one source of named tensors for every checkpoint format.
+//!
+//! The model code asks for weights by their Hugging Face checkpoint names
+//! (`model.language_model.layers.0.self_attn.q_proj.weight`) and gets them ready for
+//! candle's [`QMatMul`]; the [`WeightSource`] hides where they come from:
+//!
+//! - a Hugging Face safetensors directory (`model.safetensors`, or shards listed in
+//!   `model.safetensors.index.json`), f32 / f16 / bf16, memory-mapped;
+//! - the same, quantized while loading to Q8_0 / Q6_K / Q5_K / Q4_K
+//!   ([`LoadOptions::quantize`]). A matrix whose rows are not a multiple of the
+//!   quantization block (32 values for Q8_0, 256 for the K-quants) keeps its float
+//!   weights: the tiny test checkpoints (hidden size 32) stay float under the K-quants;
+//! - a llama.cpp GGUF pair: the text model (architecture `qwen3vl`) and its `mmproj`
+//!   (architecture `clip`). GGUF names are mapped to checkpoint names here, following
+//!   llama.cpp's converter (`conversion/qwen3vl.py`): no permutation of q/k is applied
+//!   for this architecture, and the Conv3d patch embedding is stored as one 2-D slice per
+//!   frame (`v.patch_embd.weight`, `v.patch_embd.weight.1`), stacked back here.
+//!
+//! Float weights are kept in the activation dtype; quantized weights stay quantized and
+//! go through the quantized matmul kernels of the device.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use candle_core::quantized::{gguf_file, GgmlDType, QMatMul, QTensor};
+use candle_core::safetensors::MmapedSafetensors;
+use candle_core::{DType, Device, Module, Tensor};
+
+use crate::error::{Error, Result};
+use crate::model::qwen3_vl::config::{GgufMeta, GgufTensorFacts, Qwen3VlConfig};
+
+/// Where a model's files are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelSource {
+    /// A Hugging Face directory: `config.json` plus `model.safetensors` or shards with
+    /// `model.safetensors.index.json`.
+    Safetensors {
+        /// The directory.
+        dir: PathBuf,
+    },
+    /// A llama.cpp GGUF pair.
+    Gguf {
+        /// The text model (architecture `qwen3vl`).
+        text: PathBuf,
+        /// The vision projector (architecture `clip`).
+        mmproj: PathBuf,
+    },
+}
+
+/// How to load a model.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// The files.
+    pub source: ModelSource,
+    /// Quantize float matrices to this type while loading (Q8_0, Q6K, Q5K or Q4K);
+    /// `None` keeps them as stored.
+    pub quantize: Option<GgmlDType>,
+    /// Where tensors live.
+    pub device: Device,
+    /// Activation dtype; `None` picks [`default_activation_dtype`] for the device.
+    pub dtype: Option<DType>,
+}
+
+impl LoadOptions {
+    /// Options for `source` on the CPU, no quantization, default dtype.
+    pub fn new(source: ModelSource) -> Self {
+        LoadOptions {
+            source,
+            quantize: None,
+            device: Device::Cpu,
+            dtype: None,
+        }
+    }
+}
+
+/// The activation dtype used when the caller does not choose one: f32 on the CPU
+/// (candle's quantized CPU kernels take f32 input), bf16 on CUDA, f32 on Metal (whose
+/// bf16 support depends on the chip).
+pub fn default_activation_dtype(device: &Device) -> DType {
+    if device.is_cuda() {
+        DType::BF16
+    } else {
+        DType::F32
+    }
+}
+
+/// The quantization types quantize-at-load accepts.
+pub const QUANTIZE_AT_LOAD_TYPES: [GgmlDType; 4] = [
+    GgmlDType::Q8_0,
+    GgmlDType::Q6K,
+    GgmlDType::Q5K,
+    GgmlDType::Q4K,
+];
+
+/// A tensor as stored in a checkpoint.
+enum Stored {
+    Float(Tensor),
+    Quant(QTensor),
+}
+
+struct GgufFile {
+    path: PathBuf,
+    file: std::fs::File,
+    content: gguf_file::Content,
+}
+
+impl GgufFile {
+    fn open(path: &Path) -> Result<Self> {
+        let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let content = gguf_file::Content::read(&mut file)
+            .map_err(|e| Error::model_file(path, format!("not a readable GGUF file: {e}")))?;
+        Ok(GgufFile {
+            path: path.to_path_buf(),
+            file,
+            content,
+        })
+    }
+
+    fn meta(&self) -> GgufMeta<'_> {
+        GgufMeta {
+            path: &self.path,
+            metadata: &self.content.metadata,
+        }
+    }
+
+    fn shape(&self, name: &str) -> Option<&[usize]> {
+        self.content.tensor_infos.get(name).map(|t| t.shape.dims())
+    }
+
+    fn read(&self, name: &str, device: &Device) -> Result<QTensor> {
+        if !self.content.tensor_infos.contains_key(name) {
+            return Err(Error::model_file(
+                &self.path,
+                format!("tensor {name} is missing"),
+            ));
+        }
+        // `&File` is Read + Seek, so reads need no lock and no mutable borrow.
+        let mut reader = &self.file;
+        self.content
+            .tensor(&mut reader, name, device)
+            .map_err(|e| Error::model_file(&self.path, format!("tensor {name}: {e}")))
+    }
+}
+
+enum Backend {
+    Safetensors {
+        dir: PathBuf,
+        st: MmapedSafetensors,
+        /// Which file holds each tensor, for error messages.
+        files: HashMap<String, PathBuf>,
+    },
+    Gguf {
+        text: GgufFile,
+        mmproj: GgufFile,
+    },
+}
+
+/// Named weights from a safetensors directory or a GGUF pair, ready for [`QMatMul`].
+pub struct WeightSource {
+    backend: Backend,
+    config: Qwen3VlConfig,
+    device: Device,
+    dtype: DType,
+    quantize: Option<GgmlDType>,
+}
+
+impl std::fmt::Debug for WeightSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WeightSource")
+            .field("source", &self.describe())
+            .field("device", &self.device)
+            .field("dtype", &self.dtype)
+            .field("quantize", &self.quantize)
+            .finish()
+    }
+}
+
+impl WeightSource {
+    /// Open the files named by `opts`, read and validate the configuration. Tensors are
+    /// read later, one by one, as the model asks for them.
+    pub fn open(opts: &LoadOptions) -> Result<Self> {
+        if let Some(q) = opts.quantize {
+            if !QUANTIZE_AT_LOAD_TYPES.contains(&q) {
+                return Err(Error::Config(format!(
+                    "quantize-at-load to {q:?} is not supported (use Q8_0, Q6K, Q5K or Q4K)"
+                )));
+            }
+        }
+        let dtype = opts
+            .dtype
+            .unwrap_or_else(|| default_activation_dtype(&opts.device));
+        if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
+            return Err(Error::Config(format!(
+                "activation dtype {dtype:?} is not a float type"
+            )));
+        }
+        let (backend, config) = match &opts.source {
+            ModelSource::Safetensors { dir } => open_safetensors(dir)?,
+            ModelSource::Gguf { text, mmproj } => open_gguf(text, mmproj)?,
+        };
+        Ok(WeightSource {
+            backend,
+            config,
+            device: opts.device.clone(),
+            dtype,
+            quantize: opts.quantize,
+        })
+    }
+
+    /// The validated configuration.
+    pub fn config(&self) -> &Qwen3VlConfig {
+        &self.config
+    }
+
+    /// The device tensors are loaded onto.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The activation dtype.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// A one-line description of the files, for logs and errors.
+    pub fn describe(&self) -> String {
+        match &self.backend {
+            Backend::Safetensors { dir, .. } => format!("safetensors {}", dir.display()),
+            Backend::Gguf { text, mmproj } => {
+                format!("gguf {} + {}", text.path.display(), mmproj.path.display())
+            }
+        }
+    }
+
+    /// Names and storage types of every tensor, sorted by name (for `models info`).
+    pub fn tensor_summary(&self) -> Vec<(String, String, Vec<usize>)> {
+        let mut out = Vec::new();
+        match &self.backend {
+            Backend::Safetensors { st, .. } => {
+                for (name, view) in st.tensors() {
+                    out.push((name, format!("{:?}", view.dtype()), view.shape().to_vec()));
+                }
+            }
+            Backend::Gguf { text, mmproj } => {
+                for f in [text, mmproj] {
+                    for (name, info) in &f.content.tensor_infos {
+                        out.push((
+                            name.clone(),
+                            format!("{:?}", info.ggml_dtype),
+                            info.shape.dims().to_vec(),
+                        ));
+                    }
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    fn path_for(&self, name: &str) -> PathBuf {
+        match &self.backend {
+            Backend::Safetensors { dir, files, .. } => {
+                files.get(name).cloned().unwrap_or_else(|| dir.clone())
+            }
+            Backend::Gguf { text, mmproj } => {
+                if name.starts_with("model.visual.") {
+                    mmproj.path.clone()
+                } else {
+                    text.path.clone()
+                }
+            }
+        }
+    }
+
+    /// Whether the checkpoint holds `name` (a checkpoint name).
+    pub fn contains(&self, name: &str) -> bool {
+        match &self.backend {
+            Backend::Safetensors { files, .. } => files.contains_key(name),
+            Backend::Gguf { text, mmproj } => match gguf_name(name, &self.config) {
+                Some((GgufPart::Text, n)) => text.shape(&n).is_some(),
+                Some((GgufPart::Mmproj, n)) => mmproj.shape(&n).is_some(),
+                None => false,
+            },
+        }
+    }
+
+    fn load_stored(&self, name: &str) -> Result<Stored> {
+        match &self.backend {
+            Backend::Safetensors { dir, st, files } => {
+                let Some(path) = files.get(name) else {
+                    return Err(Error::model_file(dir, format!("tensor {name} is missing")));
+                };
+                let t = st
+                    .load(name, &self.device)
+                    .map_err(|e| Error::model_file(path, format!("tensor {name}: {e}")))?;
+                Ok(Stored::Float(t))
+            }
+            Backend::Gguf { text, mmproj } => {
+                if name == "model.visual.patch_embed.proj.weight" {
+                    return self.gguf_patch_embed(mmproj).map(Stored::Float);
+                }
+                let (part, gname) = gguf_name(name, &self.config).ok_or_else(|| {
+                    Error::model_file(
+                        &text.path,
+                        format!("no GGUF name is known for checkpoint tensor {name}"),
+                    )
+                })?;
+                let file = match part {
+                    GgufPart::Text => text,
+                    GgufPart::Mmproj => mmproj,
+                };
+                Ok(Stored::Quant(file.read(&gname, &self.device)?))
+            }
+        }
+    }
+
+    /// llama.cpp splits the `(hidden, C, T, P, P)` Conv3d weight into T slices of
+    /// `(hidden, C, P, P)`; stack them back along the temporal axis.
+    fn gguf_patch_embed(&self, mmproj: &GgufFile) -> Result<Tensor> {
+        let frames = (0..self.config.vision.temporal_patch_size)
+            .map(|t| {
+                let name = if t == 0 {
+                    "v.patch_embd.weight".to_string()
+                } else {
+                    format!("v.patch_embd.weight.{t}")
+                };
+                let q = mmproj.read(&name, &self.device)?;
+                q.dequantize(&self.device)
+                    .map_err(|e| Error::model_file(&mmproj.path, format!("tensor {name}: {e}")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Tensor::stack(&frames, 2)?)
+    }
+
+    fn check_shape(&self, name: &str, found: &[usize], expected: &[usize]) -> Result<()> {
+        if found != expected {
+            return Err(Error::Tensor {
+                name: name.to_string(),
+                reason: format!(
+                    "expected shape {expected:?}, found {found:?} in {}",
+                    self.path_for(name).display()
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// A float tensor (norm weight, bias, position table) of `shape`, in the activation
+    /// dtype. Quantized storage is dequantized.
+    pub fn float(&self, name: &str, shape: &[usize]) -> Result<Tensor> {
+        let t = match self.load_stored(name)? {
+            Stored::Float(t) => t,
+            Stored::Quant(q) => q.dequantize(&self.device).map_err(|e| {
+                Error::model_file(self.path_for(name), format!("tensor {name}: {e}"))
+            })?,
+        };
+        self.check_shape(name, t.dims(), shape)?;
+        Ok(t.to_dtype(self.dtype)?)
+    }
+
+    /// A matrix of `shape = (rows, cols)` as a [`QMatMul`]: quantized storage stays
+    /// quantized, float storage is quantized when [`LoadOptions::quantize`] asks and
+    /// `cols` is a multiple of the block size, and otherwise kept in the activation dtype.
+    pub fn matrix(&self, name: &str, shape: (usize, usize)) -> Result<QMatMul> {
+        let expected = [shape.0, shape.1];
+        match self.load_stored(name)? {
+            Stored::Float(t) => {
+                self.check_shape(name, t.dims(), &expected)?;
+                self.matrix_from_float(name, t)
+            }
+            Stored::Quant(q) => {
+                self.check_shape(name, q.shape().dims(), &expected)?;
+                match q.dtype() {
+                    GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16 => {
+                        let t = q.dequantize(&self.device)?;
+                        self.matrix_from_float(name, t)
+                    }
+                    _ => Ok(QMatMul::QTensor(Arc::new(q))),
+                }
+            }
+        }
+    }
+
+    fn matrix_from_float(&self, name: &str, t: Tensor) -> Result<QMatMul> {
+        if let Some(q) = self.quantize {
+            let cols = t.dim(1)?;
+            if cols.is_multiple_of(q.block_size()) {
+                let f32 = t.to_dtype(DType::F32)?;
+                let qt = QTensor::quantize(&f32, q).map_err(|e| Error::Tensor {
+                    name: name.to_string(),
+                    reason: format!("quantizing to {q:?}: {e}"),
+                })?;
+                return Ok(QMatMul::QTensor(Arc::new(qt)));
+            }
+        }
+        Ok(QMatMul::Tensor(t.to_dtype(self.dtype)?))
+    }
+
+    /// A linear layer `name.weight` of `(out_dim, in_dim)`, with `name.bias` when `bias`.
+    pub fn linear(&self, name: &str, out_dim: usize, in_dim: usize, bias: bool) -> Result<Linear> {
+        let weight = self.matrix(&format!("{name}.weight"), (out_dim, in_dim))?;
+        let bias = if bias {
+            Some(self.float(&format!("{name}.bias"), &[out_dim])?)
+        } else {
+            None
+        };
+        Ok(Linear {
+            weight,
+            bias,
+            dtype: self.dtype,
+        })
+    }
+}
+
+/// A linear layer through [`QMatMul`]: `xs @ weightᵀ + bias`.
+#[derive(Debug, Clone)]
+pub struct Linear {
+    weight: QMatMul,
+    bias: Option<Tensor>,
+    dtype: DType,
+}
+
+impl Linear {
+    /// Wrap an already loaded matrix.
+    pub fn new(weight: QMatMul, bias: Option<Tensor>, dtype: DType) -> Self {
+        Linear {
+            weight,
+            bias,
+            dtype,
+        }
+    }
+
+    /// The matrix.
+    pub fn weight(&self) -> &QMatMul {
+        &self.weight
+    }
+
+    /// Apply to `xs` of shape `(.., in_dim)`; the result is in the activation dtype.
+    pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        let ys = match &self.weight {
+            // The quantized kernels take f32 input and need it contiguous.
+            QMatMul::QTensor(_) => {
+                let xs = xs.to_dtype(DType::F32)?.contiguous()?;
+                self.weight.forward(&xs)?.to_dtype(self.dtype)?
+            }
+            _ => self.weight.forward(xs)?,
+        };
+        match &self.bias {
+            Some(b) => Ok(ys.broadcast_add(b)?),
+            None => Ok(ys),
+        }
+    }
+
+    /// Rows `ids` of the matrix, dequantized, `(ids.len(), in_dim)` f32.
+    pub fn rows(&self, ids: &Tensor) -> Result<Tensor> {
+        Ok(self.weight.embedding(ids)?.to_dtype(DType::F32)?)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GgufPart {
+    Text,
+    Mmproj,
+}
+
+/// The GGUF name of a checkpoint tensor, after llama.cpp's converter
+/// (`gguf-py/gguf/constants.py` TENSOR_NAMES and `conversion/qwen3vl.py`).
+fn gguf_name(name: &str, cfg: &Qwen3VlConfig) -> Option<(GgufPart, String)> {
+    if let Some(rest) = name.strip_prefix("model.language_model.") {
+        if rest == "embed_tokens.weight" {
+            return Some((GgufPart::Text, "token_embd.weight".into()));
+        }
+        if let Some(suffix) = rest.strip_prefix("norm.") {
+            return Some((GgufPart::Text, format!("output_norm.{suffix}")));
+        }
+        let rest = rest.strip_prefix("layers.")?;
+        let (layer, tail) = rest.split_once('.')?;
+        let layer: usize = layer.parse().ok()?;
+        let (module, suffix) = tail.rsplit_once('.')?;
+        let g = match module {
+            "input_layernorm" => "attn_norm",
+            "post_attention_layernorm" => "ffn_norm",
+            "self_attn.q_proj" => "attn_q",
+            "self_attn.k_proj" => "attn_k",
+            "self_attn.v_proj" => "attn_v",
+            "self_attn.o_proj" => "attn_output",
+            "self_attn.q_norm" => "attn_q_norm",
+            "self_attn.k_norm" => "attn_k_norm",
+            "mlp.gate_proj" => "ffn_gate",
+            "mlp.up_proj" => "ffn_up",
+            "mlp.down_proj" => "ffn_down",
+            _ => return None,
+        };
+        return Some((GgufPart::Text, format!("blk.{layer}.{g}.{suffix}")));
+    }
+    if name == "lm_head.weight" {
+        return Some((GgufPart::Text, "output.weight".into()));
+    }
+    let rest = name.strip_prefix("model.visual.")?;
+    let (module, suffix) = rest.rsplit_once('.')?;
+    let g = match module {
+        "pos_embed" => "v.position_embd".to_string(),
+        "patch_embed.proj" => "v.patch_embd".to_string(),
+        "merger.norm" => "v.post_ln".to_string(),
+        "merger.linear_fc1" => "mm.0".to_string(),
+        "merger.linear_fc2" => "mm.2".to_string(),
+        _ => {
+            if let Some(b) = module.strip_prefix("blocks.") {
+                let (layer, tail) = b.split_once('.')?;
+                let layer: usize = layer.parse().ok()?;
+                let g = match tail {
+                    "norm1" => "ln1",
+                    "norm2" => "ln2",
+                    "attn.qkv" => "attn_qkv",
+                    "attn.proj" => "attn_out",
+                    "mlp.linear_fc1" => "ffn_up",
+                    "mlp.linear_fc2" => "ffn_down",
+                    _ => return None,
+                };
+                format!("v.blk.{layer}.{g}")
+            } else if let Some(d) = module.strip_prefix("deepstack_merger_list.") {
+                let (i, tail) = d.split_once('.')?;
+                let i: usize = i.parse().ok()?;
+                // llama.cpp numbers DeepStack mergers by the vision layer they tap.
+                let layer = *cfg.vision.deepstack_visual_indexes.get(i)?;
+                let g = match tail {
+                    "norm" => "norm",
+                    "linear_fc1" => "fc1",
+                    "linear_fc2" => "fc2",
+                    _ => return None,
+                };
+                format!("v.deepstack.{layer}.{g}")
+            } else {
+                return None;
+            }
+        }
+    };
+    Some((GgufPart::Mmproj, format!("{g}.{suffix}")))
+}
+
+fn open_safetensors(dir: &Path) -> Result<(Backend, Qwen3VlConfig)> {
+    let config = Qwen3VlConfig::from_config_json(&dir.join("config.json"))?;
+    let index_path = dir.join("model.safetensors.index.json");
+    let shard_names: Vec<PathBuf> = if index_path.exists() {
+        let text = std::fs::read_to_string(&index_path).map_err(|e| Error::io(&index_path, e))?;
+        let index: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| Error::model_file(&index_path, format!("not valid JSON: {e}")))?;
+        let map = index
+            .get("weight_map")
+            .and_then(|m| m.as_object())
+            .ok_or_else(|| Error::model_file(&index_path, "no weight_map object"))?;
+        let mut files = BTreeSet::new();
+        for (tensor, file) in map {
+            let file = file.as_str().ok_or_else(|| {
+                Error::model_file(
+                    &index_path,
+                    format!("weight_map entry {tensor} is not a file name"),
+                )
+            })?;
+            if file.contains('/') || file.contains('\\') || file.starts_with('.') {
+                return Err(Error::model_file(
+                    &index_path,
+                    format!("weight_map entry {tensor} names {file:?} outside the directory"),
+                ));
+            }
+            files.insert(dir.join(file));
+        }
+        files.into_iter().collect()
+    } else {
+        let single = dir.join("model.safetensors");
+        if !single.exists() {
+            return Err(Error::model_file(
+                dir,
+                "neither model.safetensors nor model.safetensors.index.json exists",
+            ));
+        }
+        vec![single]
+    };
+    let mut files = HashMap::new();
+    for path in &shard_names {
+        // SAFETY: the file is mapped read-only; like every memory-mapped model loader we
+        // rely on it not being modified while the model is loaded.
+        let st = unsafe { MmapedSafetensors::new(path) }.map_err(|e| {
+            Error::model_file(path, format!("not a readable safetensors file: {e}"))
+        })?;
+        for (name, _) in st.tensors() {
+            files.insert(name, path.clone());
+        }
+    }
+    // SAFETY: as above.
+    let st = unsafe { MmapedSafetensors::multi(&shard_names) }
+        .map_err(|e| Error::model_file(dir, format!("safetensors: {e}")))?;
+    Ok((
+        Backend::Safetensors {
+            dir: dir.to_path_buf(),
+            st,
+            files,
+        },
+        config,
+    ))
+}
+
+fn open_gguf(text_path: &Path, mmproj_path: &Path) -> Result<(Backend, Qwen3VlConfig)> {
+    let text = GgufFile::open(text_path)?;
+    let mmproj = GgufFile::open(mmproj_path)?;
+    let embd = text
+        .shape("token_embd.weight")
+        .ok_or_else(|| Error::model_file(text_path, "tensor token_embd.weight is missing"))?;
+    let patch = mmproj
+        .shape("v.patch_embd.weight")
+        .ok_or_else(|| Error::model_file(mmproj_path, "tensor v.patch_embd.weight is missing"))?;
+    let (&[vocab_size, _], &[_, in_channels, _, _]) = (embd, patch) else {
+        return Err(Error::model_file(
+            text_path,
+            format!("token_embd.weight {embd:?} or v.patch_embd.weight {patch:?} has an unexpected rank"),
+        ));
+    };
+    let mut temporal_patch_size = 1;
+    while mmproj
+        .shape(&format!("v.patch_embd.weight.{temporal_patch_size}"))
+        .is_some()
+    {
+        temporal_patch_size += 1;
+    }
+    let facts = GgufTensorFacts {
+        vocab_size,
+        has_output: text.shape("output.weight").is_some(),
+        temporal_patch_size,
+        in_channels,
+    };
+    let config = Qwen3VlConfig::from_gguf(&text.meta(), &mmproj.meta(), &facts)?;
+    Ok((Backend::Gguf { text, mmproj }, config))
+}

@@ -1,0 +1,249 @@
+//! Qwen3-VL against the reference (transformers) goldens in models/fixtures/tiny-*/golden.
+//!
+//! Run with `--nocapture` to see the measured errors.
+
+mod model_support;
+
+use anyhow::{ensure, Result};
+use candle_core::quantized::GgmlDType;
+use candle_core::{DType, IndexOp, Tensor};
+use model_support::{
+    argmax, cosine, load, max_abs, max_abs_diff, screen, Golden, Variant, IMAGE_CASES,
+};
+use sightline::model::qwen3_vl::mrope_positions;
+use sightline::{Qwen3Vl, VisionLanguageModel};
+
+/// f32 safetensors: max |logit difference| relative to the row's max |logit|.
+const F32_LOGITS_RTOL: f32 = 1e-4;
+/// f32 safetensors: max |difference| of image embeddings / DeepStack features relative to
+/// their max magnitude.
+const F32_VISION_RTOL: f32 = 1e-4;
+/// GGUF f16 (tiny-a): max |logit difference| relative to the row's max |logit|.
+const F16_LOGITS_RTOL: f32 = 1e-2;
+/// Q8_0: share of positions (all cases together) whose top-1 token equals the
+/// reference's. The issue asks for 0.99, which these random fixtures cannot give: many
+/// positions are near-ties, and transformers itself with Q8_0-rounded weights agrees
+/// with its own f32 output at only 179/182 (tiny-a) and 178/182 (tiny-b) positions
+/// (measured with the fixture venv). Measured here: quantize-at-load 179/182 (tiny-a)
+/// and 175/182 (tiny-b), GGUF Q8_0 tiny-b 175/182 (its matmuls also quantize the
+/// activations, as llama.cpp does). The margin condition below is what pins correctness.
+const Q8_TOP1_MIN_AGREEMENT: f32 = 0.95;
+/// Q8_0: a top-1 disagreement is tolerated only where the reference's top-1 margin is
+/// at most this share of the row's max |logit|.
+const Q8_NOISE_MARGIN: f32 = 0.01;
+/// Q8_0: minimum cosine similarity of a compared logits row to the reference's.
+const Q8_MIN_COSINE: f32 = 0.999;
+
+/// What one case measured.
+#[derive(Debug, Default)]
+struct Measured {
+    /// Max over positions of max |Δ| / max |reference row|.
+    logits_rel: f32,
+    /// Share of positions whose argmax equals the reference's full-row argmax.
+    top1_agreement: f32,
+    /// Smallest cosine similarity over compared rows (column subsets and the last row).
+    min_cosine: f32,
+    /// Max |Δ| / max |reference| over image embeddings and DeepStack features.
+    vision_rel: f32,
+    positions_equal: bool,
+    greedy_equal: bool,
+    /// Positions whose argmax differs from the reference's.
+    top1_mismatches: Vec<usize>,
+    /// Number of positions compared.
+    positions: usize,
+}
+
+fn run_case(model: &mut Qwen3Vl, name: &str, case: &str) -> Result<Measured> {
+    let golden = Golden::load(name, case)?;
+    let ids = golden.input_ids()?;
+    let mut m = Measured::default();
+    model.truncate(0)?;
+
+    // Vision tower.
+    let images = if case == "text" {
+        vec![]
+    } else {
+        let img = model.encode_image(&screen(case)?)?;
+        let reference = golden.get("image_embeds")?;
+        m.vision_rel = max_abs_diff(&img.embeddings, reference)? / max_abs(reference)?;
+        for (i, ds) in img.deepstack.iter().enumerate() {
+            let reference = golden.get(&format!("deepstack_{i}"))?;
+            m.vision_rel = m
+                .vision_rel
+                .max(max_abs_diff(ds, reference)? / max_abs(reference)?);
+        }
+        vec![img]
+    };
+
+    // M-RoPE positions.
+    let grids: Vec<[usize; 3]> = images.iter().map(|i| i.token_grid).collect();
+    let layout = mrope_positions(&ids, &grids, model.config().image_token_id, 0)?;
+    let reference = golden
+        .get("position_ids")?
+        .to_dtype(DType::I64)?
+        .to_vec2::<i64>()?;
+    m.positions_equal = (0..3).all(|axis| {
+        layout
+            .positions
+            .iter()
+            .zip(&reference[axis])
+            .all(|(p, &r)| p[axis] as i64 == r)
+    }) && layout.positions.len() == reference[0].len();
+
+    // Logits at every position.
+    let logits = model.forward_all_logits(&ids, &images)?;
+    let columns: Vec<u32> = golden.ids("logit_columns")?;
+    let columns_t = Tensor::new(columns.as_slice(), logits.device())?;
+    let ours_cols = logits.index_select(&columns_t, 1)?.to_vec2::<f32>()?;
+    let ref_cols = golden.get("logits_columns")?.to_vec2::<f32>()?;
+    let absmax = golden.get("logits_absmax")?.to_vec1::<f32>()?;
+    let ref_argmax = golden.ids("logits_argmax")?;
+    let all = logits.to_vec2::<f32>()?;
+    let mut agree = 0;
+    m.min_cosine = 1.0;
+    for pos in 0..ids.len() {
+        let diff = ours_cols[pos]
+            .iter()
+            .zip(&ref_cols[pos])
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        m.logits_rel = m.logits_rel.max(diff / absmax[pos]);
+        m.min_cosine = m.min_cosine.min(cosine(&ours_cols[pos], &ref_cols[pos]));
+        if argmax(&all[pos]) as u32 == ref_argmax[pos] {
+            agree += 1;
+        } else {
+            m.top1_mismatches.push(pos);
+        }
+    }
+    m.top1_agreement = agree as f32 / ids.len() as f32;
+    m.positions = ids.len();
+    let ref_last = golden.get("logits_last")?;
+    let ours_last = logits.i(ids.len() - 1)?;
+    m.logits_rel = m
+        .logits_rel
+        .max(max_abs_diff(&ours_last, ref_last)? / absmax[ids.len() - 1]);
+    m.min_cosine = m.min_cosine.min(cosine(
+        &ours_last.to_vec1::<f32>()?,
+        &ref_last.to_vec1::<f32>()?,
+    ));
+
+    // Greedy continuation, one cached token at a time.
+    let expected = golden.ids("greedy")?;
+    let mut next = argmax(&all[ids.len() - 1]) as u32;
+    let mut greedy = vec![next];
+    while greedy.len() < expected.len() {
+        let row = model.feed(&[next], &[])?.to_vec1::<f32>()?;
+        next = argmax(&row) as u32;
+        greedy.push(next);
+    }
+    m.greedy_equal = greedy == expected;
+    if !m.greedy_equal {
+        eprintln!("{name}/{case}: greedy {greedy:?}\n  expected {expected:?}");
+    }
+    Ok(m)
+}
+
+fn all_cases() -> impl Iterator<Item = &'static str> {
+    std::iter::once("text").chain(IMAGE_CASES)
+}
+
+#[test]
+fn f32_safetensors_matches_reference_everywhere() -> Result<()> {
+    for name in ["tiny-a", "tiny-b"] {
+        let mut model = load(name, Variant::Safetensors)?;
+        for case in all_cases() {
+            let m = run_case(&mut model, name, case)?;
+            eprintln!("f32 {name}/{case}: {m:?}");
+            ensure!(
+                m.logits_rel <= F32_LOGITS_RTOL,
+                "{name}/{case}: logits {m:?}"
+            );
+            ensure!(
+                m.vision_rel <= F32_VISION_RTOL,
+                "{name}/{case}: vision {m:?}"
+            );
+            ensure!(m.top1_agreement == 1.0, "{name}/{case}: argmax {m:?}");
+            ensure!(m.positions_equal, "{name}/{case}: positions {m:?}");
+            ensure!(m.greedy_equal, "{name}/{case}: greedy {m:?}");
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn gguf_f16_tiny_a_matches_reference_within_f16_tolerance() -> Result<()> {
+    let mut model = load("tiny-a", Variant::Gguf)?;
+    for case in all_cases() {
+        let m = run_case(&mut model, "tiny-a", case)?;
+        eprintln!("gguf f16 tiny-a/{case}: {m:?}");
+        ensure!(m.logits_rel <= F16_LOGITS_RTOL, "tiny-a/{case}: {m:?}");
+        ensure!(m.positions_equal, "tiny-a/{case}: positions {m:?}");
+    }
+    Ok(())
+}
+
+/// The reference's top-1 margin `(top1 - top2) / max |logit|` at `pos`, from the f32
+/// model (which matches the reference to ~1e-6, see above).
+fn reference_margin(f32_model: &mut Qwen3Vl, name: &str, case: &str, pos: usize) -> Result<f32> {
+    let golden = Golden::load(name, case)?;
+    let ids = golden.input_ids()?;
+    f32_model.truncate(0)?;
+    let images = if case == "text" {
+        vec![]
+    } else {
+        vec![f32_model.encode_image(&screen(case)?)?]
+    };
+    let row = f32_model
+        .forward_all_logits(&ids, &images)?
+        .i(pos)?
+        .to_vec1::<f32>()?;
+    let mut sorted = row.clone();
+    sorted.sort_by(|a, b| b.total_cmp(a));
+    let absmax = row.iter().fold(0f32, |m, x| m.max(x.abs()));
+    Ok((sorted[0] - sorted[1]) / absmax)
+}
+
+/// Q8_0 checks. Top-1 agreement is counted over all positions of all cases; a
+/// disagreement is accepted only where the reference's own top-1 margin is within
+/// [`Q8_NOISE_MARGIN`] (quantization noise can flip a near-tie: transformers itself,
+/// with Q8_0-rounded weights, flips tiny-a's text position 15, margin 0.4%).
+fn check_q8(name: &str, variant: Variant) -> Result<()> {
+    let mut model = load(name, variant)?;
+    let mut f32_model = load(name, Variant::Safetensors)?;
+    let (mut agree, mut total) = (0usize, 0usize);
+    for case in all_cases() {
+        let m = run_case(&mut model, name, case)?;
+        eprintln!("{variant:?} {name}/{case}: {m:?}");
+        ensure!(m.min_cosine >= Q8_MIN_COSINE, "{name}/{case}: {m:?}");
+        total += m.positions;
+        agree += m.positions - m.top1_mismatches.len();
+        for &pos in &m.top1_mismatches {
+            let margin = reference_margin(&mut f32_model, name, case, pos)?;
+            eprintln!(
+                "  {name}/{case} position {pos}: top-1 differs, reference margin {margin:.4}"
+            );
+            ensure!(
+                margin <= Q8_NOISE_MARGIN,
+                "{name}/{case} position {pos}: margin {margin}"
+            );
+        }
+    }
+    let agreement = agree as f32 / total as f32;
+    eprintln!("{variant:?} {name}: top-1 agreement {agree}/{total} = {agreement:.4}");
+    ensure!(
+        agreement >= Q8_TOP1_MIN_AGREEMENT,
+        "{name}: top-1 agreement {agreement}"
+    );
+    Ok(())
+}
+
+#[test]
+fn gguf_q8_0_tiny_b_agrees_with_reference_top1_and_cosine() -> Result<()> {
+    check_q8("tiny-b", Variant::Gguf)
+}
+
+#[test]
+fn quantize_at_load_q8_0_agrees_with_reference_top1_and_cosine() -> Result<()> {
+    check_q8("tiny-a", Variant::Quantized(GgmlDType::Q8_0))?;
+    check_q8("tiny-b", Variant::Quantized(GgmlDType::Q8_0))
+}
