@@ -6,7 +6,10 @@
 //! [`cel_contracts::NextMove`] that targets only what is on screen.
 
 pub mod error;
+pub mod hub;
 pub mod model;
+#[cfg(feature = "desktop")]
+pub mod runner;
 pub mod tokenizer;
 
 pub use error::{Error, Result};
