@@ -6,9 +6,12 @@
 //! [`cel_contracts::NextMove`] that targets only what is on screen.
 
 pub mod error;
+pub mod hub;
 pub mod image;
 pub mod model;
 pub mod planner;
+#[cfg(feature = "desktop")]
+pub mod runner;
 pub mod tokenizer;
 
 pub use error::{Error, Result};

@@ -1,0 +1,6 @@
+//! Command-line subcommands. Each module holds a clap `Args` struct and the function that runs
+//! it, returning the process exit code.
+
+pub mod models;
+#[cfg(feature = "desktop")]
+pub mod run;

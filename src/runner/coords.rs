@@ -1,0 +1,230 @@
+//! Coordinate targets: `xy:X,Y` points in the 0–1000 space of the screenshot the planner saw,
+//! mapped to the coordinates the input backend expects.
+//!
+//! Qwen3-VL grounds in relative coordinates from 0 to 1000 over the image it was shown
+//! (DESIGN.md, decision 5). The mapping uses the size of the *captured image* and the monitor's
+//! origin, never the OS's logical monitor size: on X11 with a scale factor, xcap reports the
+//! monitor's width divided by the scale while its capture has the physical size, and X11 input
+//! (XTest, through enigo) is in physical root-window pixels.
+
+use crate::error::{Error, Result};
+
+/// The upper end of the relative coordinate space (inclusive), Qwen3-VL's convention.
+pub const XY_SPACE_MAX: u32 = 1000;
+
+/// The prefix of a coordinate target id.
+pub const XY_PREFIX: &str = "xy:";
+
+/// A point in the planner's relative space: both coordinates in `0..=XY_SPACE_MAX`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RelativePoint {
+    /// Horizontal position, 0 = left edge, 1000 = right edge of the screenshot.
+    pub x: u32,
+    /// Vertical position, 0 = top edge, 1000 = bottom edge of the screenshot.
+    pub y: u32,
+}
+
+impl RelativePoint {
+    /// A point after checking both coordinates are within `0..=1000`.
+    pub fn new(x: i64, y: i64) -> Result<Self> {
+        let max = i64::from(XY_SPACE_MAX);
+        if !(0..=max).contains(&x) || !(0..=max).contains(&y) {
+            return Err(Error::InvalidInput(format!(
+                "coordinate ({x},{y}) is outside the 0..={XY_SPACE_MAX} space of the screenshot"
+            )));
+        }
+        // Both values were just checked to lie in 0..=1000, so they fit a u32.
+        Ok(Self {
+            x: x as u32,
+            y: y as u32,
+        })
+    }
+}
+
+/// Parses a target id of the form `xy:X,Y`.
+///
+/// Returns `Ok(None)` when the id is not a coordinate target (no `xy:` prefix), so a caller can
+/// try an element resolver next; an id with the prefix but a malformed or out-of-range body is an
+/// error naming the id.
+pub fn parse_xy_target(target_id: &str) -> Result<Option<RelativePoint>> {
+    let Some(body) = target_id.trim().strip_prefix(XY_PREFIX) else {
+        return Ok(None);
+    };
+    let malformed = || {
+        Error::InvalidInput(format!(
+            "target {target_id:?} is not of the form xy:X,Y with integers 0..={XY_SPACE_MAX}"
+        ))
+    };
+    let (xs, ys) = body.split_once(',').ok_or_else(malformed)?;
+    let x: i64 = xs.trim().parse().map_err(|_| malformed())?;
+    let y: i64 = ys.trim().parse().map_err(|_| malformed())?;
+    RelativePoint::new(x, y)
+        .map(Some)
+        .map_err(|e| Error::InvalidInput(format!("target {target_id:?}: {e}")))
+}
+
+/// Where a screenshot lies on the input backend's coordinate plane.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScreenGeometry {
+    /// The monitor's left edge in input coordinates (physical pixels on X11 and Windows).
+    pub origin_x: i32,
+    /// The monitor's top edge in input coordinates.
+    pub origin_y: i32,
+    /// Width of the captured image in pixels.
+    pub image_width: u32,
+    /// Height of the captured image in pixels.
+    pub image_height: u32,
+    /// Input coordinate units per image pixel: 1.0 where input is in physical pixels (X11,
+    /// Windows), `1 / scale_factor` on macOS, where input events are in points.
+    pub input_units_per_pixel: f64,
+}
+
+/// A point in the input backend's coordinates (absolute, across all monitors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct InputPoint {
+    /// Horizontal input coordinate.
+    pub x: i32,
+    /// Vertical input coordinate.
+    pub y: i32,
+}
+
+impl ScreenGeometry {
+    /// A geometry with physical input coordinates (`input_units_per_pixel` = 1).
+    pub fn physical(origin_x: i32, origin_y: i32, image_width: u32, image_height: u32) -> Self {
+        Self {
+            origin_x,
+            origin_y,
+            image_width,
+            image_height,
+            input_units_per_pixel: 1.0,
+        }
+    }
+
+    /// Maps a relative point to input coordinates.
+    ///
+    /// The pixel is `round(v * size / 1000)`, clamped to the last pixel so that 1000 stays on
+    /// the monitor (1000 names the far edge, one past the last pixel). The rounding error is at
+    /// most half a pixel plus `size / 2000`, under 1 px on any monitor up to 2000 px.
+    pub fn to_input(&self, point: RelativePoint) -> Result<InputPoint> {
+        if self.image_width == 0 || self.image_height == 0 {
+            return Err(Error::Runner(format!(
+                "cannot map {point:?}: the captured image is {}x{}",
+                self.image_width, self.image_height
+            )));
+        }
+        let px = scale_axis(point.x, self.image_width);
+        let py = scale_axis(point.y, self.image_height);
+        let x = f64::from(self.origin_x) + px * self.input_units_per_pixel;
+        let y = f64::from(self.origin_y) + py * self.input_units_per_pixel;
+        Ok(InputPoint {
+            x: x.round() as i32,
+            y: y.round() as i32,
+        })
+    }
+
+    /// The inverse of [`ScreenGeometry::to_input`] for a pixel of the captured image: the
+    /// relative point a planner would name for image pixel `(px, py)`.
+    pub fn relative_of_pixel(&self, px: u32, py: u32) -> RelativePoint {
+        let rel = |p: u32, size: u32| -> u32 {
+            if size == 0 {
+                return 0;
+            }
+            let v = (f64::from(p) * f64::from(XY_SPACE_MAX) / f64::from(size)).round();
+            (v as u32).min(XY_SPACE_MAX)
+        };
+        RelativePoint {
+            x: rel(px, self.image_width),
+            y: rel(py, self.image_height),
+        }
+    }
+
+    /// Whether an input point lies on this monitor.
+    pub fn contains(&self, p: InputPoint) -> bool {
+        let w = f64::from(self.image_width) * self.input_units_per_pixel;
+        let h = f64::from(self.image_height) * self.input_units_per_pixel;
+        let dx = f64::from(p.x - self.origin_x);
+        let dy = f64::from(p.y - self.origin_y);
+        dx >= 0.0 && dy >= 0.0 && dx < w && dy < h
+    }
+}
+
+/// Pixel position along one axis of `size` pixels for relative coordinate `v`.
+fn scale_axis(v: u32, size: u32) -> f64 {
+    let px = (f64::from(v) * f64::from(size) / f64::from(XY_SPACE_MAX)).round();
+    px.min(f64::from(size - 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xy_targets_parse_and_reject_out_of_range() -> Result<()> {
+        assert_eq!(
+            parse_xy_target("xy:500,250")?,
+            Some(RelativePoint { x: 500, y: 250 })
+        );
+        assert_eq!(parse_xy_target("a11y:42")?, None);
+        assert!(parse_xy_target("xy:1001,3").is_err());
+        assert!(parse_xy_target("xy:-1,3").is_err());
+        assert!(parse_xy_target("xy:12").is_err());
+        assert!(parse_xy_target("xy:a,b").is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn mapping_uses_image_size_and_origin_and_clamps_far_edge() -> Result<()> {
+        let g = ScreenGeometry::physical(1920, 0, 2560, 1440);
+        assert_eq!(
+            g.to_input(RelativePoint { x: 0, y: 0 })?,
+            InputPoint { x: 1920, y: 0 }
+        );
+        assert_eq!(
+            g.to_input(RelativePoint { x: 500, y: 500 })?,
+            InputPoint {
+                x: 1920 + 1280,
+                y: 720
+            }
+        );
+        assert_eq!(
+            g.to_input(RelativePoint { x: 1000, y: 1000 })?,
+            InputPoint {
+                x: 1920 + 2559,
+                y: 1439
+            }
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn mapping_round_trips_every_pixel_within_one_pixel() -> Result<()> {
+        for (w, h) in [(1920u32, 1080u32), (1280, 800), (3840, 2160)] {
+            let g = ScreenGeometry::physical(0, 0, w, h);
+            for px in (0..w).step_by(7) {
+                let rel = g.relative_of_pixel(px, px % h);
+                let back = g.to_input(rel)?;
+                let err = (back.x - px as i32).abs();
+                // 3840 px wide: 1000 steps cover ~3.84 px each, so allow half of that.
+                let tol = (w as i32 + 1999) / 2000;
+                assert!(err <= tol, "{w}x{h}: px {px} -> {rel:?} -> {back:?}");
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn logical_input_scale_maps_into_points() -> Result<()> {
+        let g = ScreenGeometry {
+            origin_x: 0,
+            origin_y: 0,
+            image_width: 2880,
+            image_height: 1800,
+            input_units_per_pixel: 0.5,
+        };
+        assert_eq!(
+            g.to_input(RelativePoint { x: 500, y: 500 })?,
+            InputPoint { x: 720, y: 450 }
+        );
+        Ok(())
+    }
+}

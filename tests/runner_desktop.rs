@@ -1,0 +1,627 @@
+//! End-to-end tests of the desktop runner on a real X server (a private Xvfb per test).
+//!
+//! Needs `Xvfb`, `xdpyinfo`, `xdotool`, `xev` (x11-utils), `stdbuf` and `xterm`. Without them the
+//! tests say so and pass, unless `SIGHTLINE_REQUIRE_X11_TESTS=1` (as in CI), which makes them
+//! fail.
+#![cfg(feature = "desktop")]
+
+mod runner_support;
+
+use std::time::Duration;
+
+use anyhow::{ensure, Context};
+use cel_contracts::{
+    DoneVerdict, GoalOutcome, NextActionHint, NextMove, PlanProducer, PlannedAction, RunLimits,
+    StepResult,
+};
+use rand::{Rng, SeedableRng};
+use runner_support::*;
+use sightline::runner::trace::{self, read_turns};
+use sightline::runner::{
+    Budget, Capture, Desktop, EndReason, InputDevice, InputPoint, NoopObserver, ReplayPlanner,
+    RunOptions, RunReport, Runner, ScriptedPrompt, SettleOptions, XDesktop,
+};
+
+/// How far (in pixels, each axis) a mapped `xy:` click may land from the pixel it names.
+const XY_TOLERANCE_PX: i32 = 2;
+
+const TOOLS: &[&str] = &["Xvfb", "xdpyinfo", "xdotool", "xev", "stdbuf"];
+const TOOLS_XTERM: &[&str] = &["Xvfb", "xdpyinfo", "xdotool", "xev", "stdbuf", "xterm"];
+
+fn fast_options() -> RunOptions {
+    RunOptions {
+        limits: RunLimits {
+            max_steps: 20,
+            timeout_ms: 30_000,
+            max_step_retries: 3,
+            ..RunLimits::default()
+        },
+        settle: SettleOptions {
+            min_ms: 50,
+            max_ms: 400,
+            poll_ms: 60,
+        },
+        step_pause_ms: 30,
+        ..RunOptions::default()
+    }
+}
+
+fn run_blocking(
+    runner: &mut Runner,
+    goal: &str,
+    planner: &dyn PlanProducer,
+) -> anyhow::Result<RunReport> {
+    let rt = tokio::runtime::Builder::new_current_thread().build()?;
+    Ok(rt.block_on(runner.run(goal, planner, &mut NoopObserver))?)
+}
+
+fn runner(options: RunOptions) -> anyhow::Result<Runner> {
+    Ok(Runner::new(Box::new(XDesktop::open(None)?), options))
+}
+
+#[test]
+fn typing_into_xterm_runs_the_command_and_writes_the_file() -> anyhow::Result<()> {
+    let _x = x11_lock();
+    if !tools_available(TOOLS_XTERM)? {
+        return Ok(());
+    }
+    let xvfb = Xvfb::start(1280, 800)?;
+    let dir = tempfile::tempdir()?;
+    let _term = start_xterm(dir.path(), 100, 100)?;
+    let out_file = dir.path().join("out.txt");
+    let planner = ScriptedPlanner::new(vec![
+        batch(
+            "write ok into out.txt from the terminal",
+            vec![
+                step(
+                    "focus the terminal",
+                    click(&xy_for_pixel(300, 250, xvfb.width, xvfb.height)),
+                ),
+                step("type the command", type_text("echo ok > out.txt")),
+                step("run it", key("Return")),
+            ],
+        ),
+        done("out.txt holds ok"),
+    ]);
+    let report = run_blocking(
+        &mut runner(fast_options())?,
+        "write ok into out.txt",
+        &planner,
+    )?;
+    ensure!(
+        matches!(report.outcome, GoalOutcome::Succeeded { .. }),
+        "outcome {:?}",
+        report.outcome
+    );
+    let content = wait_for_file(&out_file, Duration::from_secs(5))
+        .context("xterm never wrote out.txt: typing did not reach the program")?;
+    assert_eq!(content, "ok\n");
+    // The planner's second look came with a screenshot of the whole 1280x800 screen.
+    let seen = planner.seen.lock().map_err(|e| anyhow::anyhow!("{e}"))?;
+    assert_eq!(seen.len(), 2);
+    assert!(seen[1].screenshot_len > 0);
+    assert!(seen[1].history.iter().all(|a| a.succeeded));
+    assert!(seen[0]
+        .view
+        .capabilities
+        .iter()
+        .any(|c| c.id == sightline::runner::CAPABILITY_NATIVE_INPUT));
+    Ok(())
+}
+
+#[test]
+fn xy_clicks_land_within_two_pixels_on_1920x1080_and_1280x800() -> anyhow::Result<()> {
+    let _x = x11_lock();
+    if !tools_available(TOOLS)? {
+        return Ok(());
+    }
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    for (w, h) in [(1920u32, 1080u32), (1280, 800)] {
+        let _xvfb = Xvfb::start(w, h)?;
+        let dir = tempfile::tempdir()?;
+        let events = RootEvents::start(dir.path())?;
+        let mut targets: Vec<(u32, u32)> =
+            vec![(w / 2, h / 2), (w - 1, h - 1), (7, h - 3), (w - 5, 9)];
+        for _ in 0..6 {
+            targets.push((rng.random_range(10..w), rng.random_range(10..h)));
+        }
+        let steps = targets
+            .iter()
+            .map(|&(px, py)| {
+                step(
+                    &format!("click pixel {px},{py}"),
+                    click(&xy_for_pixel(px, py, w, h)),
+                )
+            })
+            .collect();
+        let planner = ScriptedPlanner::new(vec![batch("click around", steps), done("clicked")]);
+        let report = run_blocking(&mut runner(fast_options())?, "click the points", &planner)?;
+        ensure!(
+            matches!(report.outcome, GoalOutcome::Succeeded { .. }),
+            "{w}x{h}: outcome {:?}",
+            report.outcome
+        );
+        let presses = events.wait_for_presses(targets.len())?;
+        assert_eq!(
+            presses.len(),
+            targets.len(),
+            "{w}x{h}: presses seen by X: {presses:?}"
+        );
+        for (&(px, py), &(x, y)) in targets.iter().zip(&presses) {
+            assert!(
+                (x - px as i32).abs() <= XY_TOLERANCE_PX
+                    && (y - py as i32).abs() <= XY_TOLERANCE_PX,
+                "{w}x{h}: aimed at ({px},{py}), X saw a press at ({x},{y})"
+            );
+        }
+        let (x, y) = pointer()?;
+        let (lx, ly) = *targets.last().context("no targets")?;
+        assert!(
+            (x - lx as i32).abs() <= XY_TOLERANCE_PX && (y - ly as i32).abs() <= XY_TOLERANCE_PX
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn dry_run_executes_no_input_and_a_real_run_does() -> anyhow::Result<()> {
+    let _x = x11_lock();
+    if !tools_available(TOOLS)? {
+        return Ok(());
+    }
+    let _xvfb = Xvfb::start(1280, 800)?;
+    let dir = tempfile::tempdir()?;
+    let events = RootEvents::start(dir.path())?;
+    move_pointer(640, 400)?;
+    let script = || {
+        ScriptedPlanner::new(vec![
+            batch(
+                "click and type",
+                vec![
+                    step("click", click("xy:100,100")),
+                    step("type", type_text("hello")),
+                    step("enter", key("Return")),
+                    step(
+                        "drag",
+                        PlannedAction::Drag {
+                            from_target_id: "xy:200,200".into(),
+                            to_target_id: "xy:300,300".into(),
+                        },
+                    ),
+                ],
+            ),
+            done("did it"),
+        ])
+    };
+    let mut options = fast_options();
+    options.dry_run = true;
+    let report = run_blocking(&mut runner(options)?, "click and type", &script())?;
+    assert!(matches!(report.outcome, GoalOutcome::Succeeded { .. }));
+    assert_eq!(report.history.len(), 4);
+    assert!(report
+        .history
+        .iter()
+        .all(|a| a.succeeded && a.data.get("dry_run") == Some(&serde_json::json!(true))));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(pointer()?, (640, 400), "dry run moved the pointer");
+    assert_eq!(events.button_presses()?.len(), 0, "dry run clicked");
+    assert_eq!(events.key_presses()?, 0, "dry run typed");
+
+    // The same script for real: X sees the input, so the checks above can fail.
+    let report = run_blocking(&mut runner(fast_options())?, "click and type", &script())?;
+    assert!(matches!(report.outcome, GoalOutcome::Succeeded { .. }));
+    assert_eq!(events.wait_for_presses(2)?.len(), 2);
+    assert!(events.key_presses()? >= 6, "{}", events.text()?);
+    Ok(())
+}
+
+#[test]
+fn corner_failsafe_aborts_before_the_next_step() -> anyhow::Result<()> {
+    let _x = x11_lock();
+    if !tools_available(TOOLS)? {
+        return Ok(());
+    }
+    let _xvfb = Xvfb::start(1280, 800)?;
+    let dir = tempfile::tempdir()?;
+    let events = RootEvents::start(dir.path())?;
+    // The "user" slams the pointer into the corner while the planner thinks about turn 2.
+    let planner = ScriptedPlanner::new(vec![
+        batch("first", vec![step("click the middle", click("xy:500,500"))]),
+        batch("second", vec![step("click elsewhere", click("xy:700,700"))]),
+        done("never reached"),
+    ])
+    .with_hook(|call| {
+        if call == 1 {
+            let _ = move_pointer(0, 0);
+        }
+    });
+    let report = run_blocking(&mut runner(fast_options())?, "click twice", &planner)?;
+    assert_eq!(report.end, EndReason::FailSafe);
+    let GoalOutcome::Failed(r) = &report.outcome else {
+        anyhow::bail!("expected Failed, got {:?}", report.outcome);
+    };
+    assert!(
+        r.attempts.last().is_some_and(|a| a.contains("fail-safe")),
+        "{r:?}"
+    );
+    assert_eq!(r.failing_step, "click elsewhere");
+    assert_eq!(
+        events.wait_for_presses(1)?.len(),
+        1,
+        "the second click must not happen"
+    );
+
+    // A click the runner itself places in the corner does not trip the fail-safe.
+    move_pointer(640, 400)?;
+    let planner = ScriptedPlanner::new(vec![
+        batch(
+            "corner then middle",
+            vec![
+                step("click the corner", click("xy:0,0")),
+                step("click the middle", click("xy:500,500")),
+            ],
+        ),
+        done("done"),
+    ]);
+    let report = run_blocking(&mut runner(fast_options())?, "click", &planner)?;
+    assert_eq!(report.end, EndReason::Succeeded);
+    Ok(())
+}
+
+#[test]
+fn destructive_gate_refuses_typed_rm_rf_unless_the_goal_confirms() -> anyhow::Result<()> {
+    let _x = x11_lock();
+    if !tools_available(TOOLS_XTERM)? {
+        return Ok(());
+    }
+    let xvfb = Xvfb::start(1280, 800)?;
+    let dir = tempfile::tempdir()?;
+    let victim = dir.path().join("victim");
+    std::fs::create_dir(&victim)?;
+    std::fs::write(victim.join("data.txt"), "precious")?;
+    let _term = start_xterm(dir.path(), 100, 100)?;
+    let script = || {
+        ScriptedPlanner::new(vec![
+            batch(
+                "remove the victim directory",
+                vec![
+                    step(
+                        "focus the terminal",
+                        click(&xy_for_pixel(300, 250, xvfb.width, xvfb.height)),
+                    ),
+                    step("type the removal", type_text("rm -rf victim")),
+                    step("run it", key("Return")),
+                ],
+            ),
+            done("removed"),
+        ])
+    };
+
+    let report = run_blocking(
+        &mut runner(fast_options())?,
+        "clean up the victim directory",
+        &script(),
+    )?;
+    assert_eq!(report.end, EndReason::EndedOnRefusal);
+    let GoalOutcome::Refused { summary } = &report.outcome else {
+        anyhow::bail!("expected Refused, got {:?}", report.outcome);
+    };
+    assert!(summary.contains("rm -rf victim"), "{summary}");
+    let last = report.history.last().context("no history")?;
+    assert!(
+        !last.succeeded
+            && last
+                .error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("refused"))
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(victim.join("data.txt").exists(), "the refused command ran");
+
+    let report = run_blocking(
+        &mut runner(fast_options())?,
+        "delete the victim directory with rm -rf; I confirm the deletion",
+        &script(),
+    )?;
+    assert_eq!(report.end, EndReason::Succeeded);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while victim.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!victim.exists(), "the confirmed command did not run");
+    Ok(())
+}
+
+#[test]
+fn budgets_end_runs_as_failed_and_say_which() -> anyhow::Result<()> {
+    let _x = x11_lock();
+    if !tools_available(TOOLS)? {
+        return Ok(());
+    }
+    let _xvfb = Xvfb::start(1280, 800)?;
+
+    // max_steps: a planner that never stops.
+    let mut options = fast_options();
+    options.limits.max_steps = 3;
+    let planner = ScriptedPlanner::forever(batch("idle", vec![step("wait a bit", wait(10))]));
+    let report = run_blocking(&mut runner(options)?, "idle", &planner)?;
+    assert_eq!(
+        report.end,
+        EndReason::BudgetExhausted {
+            budget: Budget::MaxSteps
+        }
+    );
+    assert_eq!(report.steps_used, 3);
+    let GoalOutcome::Failed(r) = &report.outcome else {
+        anyhow::bail!("expected Failed, got {:?}", report.outcome);
+    };
+    assert!(
+        r.attempts
+            .last()
+            .is_some_and(|a| a.contains("max_steps (3")),
+        "{r:?}"
+    );
+
+    // timeout_ms.
+    let mut options = fast_options();
+    options.limits.timeout_ms = 700;
+    let planner = ScriptedPlanner::forever(batch("idle", vec![step("wait", wait(250))]));
+    let t0 = std::time::Instant::now();
+    let report = run_blocking(&mut runner(options)?, "idle", &planner)?;
+    assert_eq!(
+        report.end,
+        EndReason::BudgetExhausted {
+            budget: Budget::Timeout
+        }
+    );
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    let GoalOutcome::Failed(r) = &report.outcome else {
+        anyhow::bail!("expected Failed, got {:?}", report.outcome);
+    };
+    assert!(
+        r.attempts
+            .last()
+            .is_some_and(|a| a.contains("timeout_ms (700 ms)")),
+        "{r:?}"
+    );
+
+    // max_step_retries: an input device whose typing always fails (recoverably).
+    let planner = ScriptedPlanner::new(vec![batch("type", vec![step("type hi", type_text("hi"))])]);
+    let flaky = FlakyTyping(XDesktop::open(None)?);
+    let mut r2 = Runner::new(Box::new(flaky), fast_options());
+    let report = run_blocking(&mut r2, "type hi", &planner)?;
+    assert_eq!(
+        report.end,
+        EndReason::BudgetExhausted {
+            budget: Budget::StepRetries
+        }
+    );
+    let GoalOutcome::Failed(r) = &report.outcome else {
+        anyhow::bail!("expected Failed, got {:?}", report.outcome);
+    };
+    assert_eq!(r.failing_step, "type hi");
+    assert_eq!(r.attempts.len(), 4, "{r:?}");
+    assert!(r.attempts[..3]
+        .iter()
+        .all(|a| a.contains("keyboard unplugged")));
+    assert!(r.attempts[3].contains("max_step_retries"));
+    assert_eq!(report.history.len(), 3);
+    Ok(())
+}
+
+/// A real desktop whose keyboard fails to type (recoverably, as a backend hiccup would).
+struct FlakyTyping(XDesktop);
+
+impl Desktop for FlakyTyping {
+    fn capture(&mut self) -> sightline::Result<Capture> {
+        self.0.capture()
+    }
+    fn input(&mut self) -> &mut dyn InputDevice {
+        self
+    }
+}
+
+impl InputDevice for FlakyTyping {
+    fn pointer(&mut self) -> sightline::Result<InputPoint> {
+        self.0.input().pointer()
+    }
+    fn move_pointer(&mut self, to: InputPoint) -> sightline::Result<()> {
+        self.0.input().move_pointer(to)
+    }
+    fn left_button(&mut self, action: sightline::runner::ButtonAction) -> sightline::Result<()> {
+        self.0.input().left_button(action)
+    }
+    fn text(&mut self, _text: &str) -> sightline::Result<()> {
+        Err(sightline::Error::Runner("keyboard unplugged".into()))
+    }
+    fn key(
+        &mut self,
+        key: sightline::runner::input::Key,
+        direction: sightline::runner::input::Direction,
+    ) -> sightline::Result<()> {
+        self.0.input().key(key, direction)
+    }
+    fn scroll(&mut self, notches: i32, horizontal: bool) -> sightline::Result<()> {
+        self.0.input().scroll(notches, horizontal)
+    }
+}
+
+#[test]
+fn planner_terminals_unexecutable_actions_rejections_and_declines() -> anyhow::Result<()> {
+    let _x = x11_lock();
+    if !tools_available(TOOLS)? {
+        return Ok(());
+    }
+    let _xvfb = Xvfb::start(1280, 800)?;
+
+    // An action the desktop cannot execute is a clear, non-recoverable step error.
+    let planner = ScriptedPlanner::new(vec![batch(
+        "use the browser",
+        vec![step(
+            "read the title",
+            PlannedAction::CdpEval {
+                expression: "document.title".into(),
+            },
+        )],
+    )]);
+    let report = run_blocking(&mut runner(fast_options())?, "read the title", &planner)?;
+    assert_eq!(report.end, EndReason::StepFailed);
+    let GoalOutcome::Failed(r) = &report.outcome else {
+        anyhow::bail!("expected Failed, got {:?}", report.outcome);
+    };
+    assert!(r.attempts[0].contains("cannot execute `cdp_eval`"), "{r:?}");
+    assert_eq!(
+        report.history.len(),
+        1,
+        "no retry of a non-recoverable error"
+    );
+
+    // A rejected done becomes an attempt with the hint, and the loop goes on.
+    let planner = ScriptedPlanner::new(vec![
+        done("finished early"),
+        batch("fix", vec![step("wait", wait(10))]),
+        done("finished"),
+    ])
+    .with_verdicts(vec![DoneVerdict {
+        verified: false,
+        reason: "the dialog is still open".into(),
+        next_action_hint: Some(NextActionHint::RetryLastAction),
+    }]);
+    let report = run_blocking(&mut runner(fast_options())?, "finish", &planner)?;
+    assert_eq!(report.end, EndReason::Succeeded);
+    let seen = planner.seen.lock().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let rejected = &seen[1].history[0];
+    assert!(!rejected.succeeded);
+    assert_eq!(
+        rejected.next_action_hint,
+        Some(NextActionHint::RetryLastAction)
+    );
+    assert!(rejected
+        .error
+        .as_deref()
+        .is_some_and(|e| e.contains("the dialog is still open")));
+    drop(seen);
+
+    // Clarify ends as Refused with the question.
+    let planner = ScriptedPlanner::new(vec![NextMove::Clarify {
+        question: "Which file?".into(),
+    }]);
+    let report = run_blocking(&mut runner(fast_options())?, "delete it", &planner)?;
+    assert_eq!(report.end, EndReason::Clarified);
+    assert!(
+        matches!(&report.outcome, GoalOutcome::Refused { summary } if summary == "Which file?")
+    );
+
+    // --confirm: a declined batch runs nothing and ends as Refused.
+    let mut options = fast_options();
+    options.confirm = true;
+    move_pointer(640, 400)?;
+    let planner = ScriptedPlanner::new(vec![batch(
+        "click",
+        vec![step("click", click("xy:100,100"))],
+    )]);
+    let mut r = runner(options)?.with_prompt(Box::new(ScriptedPrompt::new([false])));
+    let report = run_blocking(&mut r, "click", &planner)?;
+    assert_eq!(report.end, EndReason::Declined);
+    assert_eq!(pointer()?, (640, 400));
+    Ok(())
+}
+
+#[test]
+fn trace_directory_is_complete_and_its_replay_reproduces_the_moves() -> anyhow::Result<()> {
+    let _x = x11_lock();
+    if !tools_available(TOOLS)? {
+        return Ok(());
+    }
+    let _xvfb = Xvfb::start(1280, 800)?;
+    let dir = tempfile::tempdir()?;
+    let trace_dir = dir.path().join("run1");
+    let planner = ScriptedPlanner::new(vec![
+        batch(
+            "look around",
+            vec![step("click", click("xy:250,250")), step("wait", wait(20))],
+        ),
+        done("too early"),
+        batch(
+            "note",
+            vec![step(
+                "remember",
+                PlannedAction::Extract {
+                    goal: "title".into(),
+                    data: "Xvfb".into(),
+                },
+            )],
+        ),
+        done("noted"),
+    ])
+    .with_verdicts(vec![DoneVerdict {
+        verified: false,
+        reason: "not yet".into(),
+        next_action_hint: Some(NextActionHint::DifferentAction),
+    }]);
+    let mut options = fast_options();
+    options.trace_dir = Some(trace_dir.clone());
+    options.planner_label = "scripted".into();
+    let report = run_blocking(&mut runner(options)?, "note the title", &planner)?;
+    assert_eq!(report.end, EndReason::Succeeded);
+    assert_eq!(report.shared_memory["title"], "Xvfb");
+
+    for f in [trace::RUN_FILE, trace::TURNS_FILE, trace::OUTCOME_FILE] {
+        assert!(trace_dir.join(f).is_file(), "{f} missing");
+    }
+    let turns = read_turns(&trace_dir)?;
+    assert_eq!(turns.len(), 4);
+    for (i, t) in turns.iter().enumerate() {
+        assert_eq!(t.turn as usize, i + 1);
+        let shot = t.screenshot.as_deref().context("turn without screenshot")?;
+        let img = image::open(trace_dir.join(shot))?;
+        assert_eq!((img.width(), img.height()), (1280, 800));
+        assert!(t.next_move.is_some());
+    }
+    assert_eq!(turns[0].steps.len(), 2);
+    assert!(matches!(turns[0].steps[0].result, StepResult::Ok { .. }));
+    assert!(turns[1].verdict.as_ref().is_some_and(|v| !v.verified));
+    let outcome: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(
+        trace_dir.join(trace::OUTCOME_FILE),
+    )?)?;
+    assert_eq!(outcome["outcome"]["status"], "succeeded");
+    assert_eq!(outcome["end"]["reason"], "succeeded");
+
+    // Replaying the trace feeds the same moves (and the recorded verdicts) into the loop.
+    let replay = ReplayPlanner::from_path(&trace_dir)?;
+    let mut options = fast_options();
+    let trace2 = dir.path().join("run2");
+    options.trace_dir = Some(trace2.clone());
+    let report2 = run_blocking(&mut runner(options)?, "note the title", &replay)?;
+    assert_eq!(report2.end, EndReason::Succeeded);
+    assert_eq!(replay.remaining(), 0);
+    let moves = |dir: &std::path::Path| -> anyhow::Result<Vec<String>> {
+        read_turns(dir)?
+            .iter()
+            .map(|t| Ok(serde_json::to_string(&t.next_move)?))
+            .collect()
+    };
+    assert_eq!(moves(&trace_dir)?, moves(&trace2)?);
+    assert_eq!(report.history.len(), report2.history.len());
+    // A second run into the same directory is refused rather than overwriting it.
+    let mut options = fast_options();
+    options.trace_dir = Some(trace_dir);
+    let replay = ReplayPlanner::from_path(&trace2)?;
+    assert!(run_blocking(&mut runner(options)?, "again", &replay).is_err());
+    Ok(())
+}
+
+#[test]
+fn missing_display_is_a_clear_setup_error() -> anyhow::Result<()> {
+    let _x = x11_lock();
+    let saved = std::env::var_os("DISPLAY");
+    std::env::remove_var("DISPLAY");
+    std::env::remove_var("WAYLAND_DISPLAY");
+    let result = XDesktop::open(None);
+    if let Some(d) = saved {
+        std::env::set_var("DISPLAY", d);
+    }
+    let err = result.err().context("opened a desktop without a display")?;
+    assert!(err.to_string().contains("no display"), "{err}");
+    Ok(())
+}
