@@ -6,6 +6,8 @@
 //! or the desktop. The Qwen3-VL implementation and a scripted test double both
 //! implement it.
 
+pub mod scripted;
+
 use candle_core::{Device, Tensor};
 
 use crate::error::Result;

@@ -1,0 +1,343 @@
+//! The decode loop: mask → sample → commit, with forced-token runs fed to the model
+//! as one multi-token forward pass.
+
+use std::time::{Duration, Instant};
+
+use candle_core::Tensor;
+use cel_contracts::NextMove;
+use toktrie::TokenId;
+
+use super::grammar::Grammar;
+use super::sampler::{Sampler, Sampling};
+use super::schema::StringCaps;
+use crate::error::{Error, Result};
+use crate::model::VisionLanguageModel;
+
+/// How to decode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecodeOptions {
+    /// Token choice; greedy by default.
+    pub sampling: Sampling,
+    /// Most tokens emitted (sampled + forced, EOS not counted) before giving up.
+    /// Running out is an [`Error::Decode`] carrying the text so far: the move
+    /// grammars bound every string and list, so a budget above the grammar's
+    /// longest move is never reached. Default 1,024.
+    pub budget_tokens: usize,
+    /// Feed each forced-token run in one forward pass (default). Off feeds them one
+    /// token per pass: the same output, more passes (kept for tests and benches).
+    pub batch_forced: bool,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        DecodeOptions {
+            sampling: Sampling::Greedy,
+            budget_tokens: 1024,
+            batch_forced: true,
+        }
+    }
+}
+
+/// Where the time of one decode went, and how many tokens were forced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DecodeStats {
+    /// Tokens emitted (sampled + forced), EOS not counted.
+    pub tokens: usize,
+    /// Tokens the grammar forced (fed without sampling).
+    pub forced_tokens: usize,
+    /// Model forward passes ([`VisionLanguageModel::feed`] calls).
+    pub forward_calls: usize,
+    /// Time of each mask computation, in order.
+    pub mask_times: Vec<Duration>,
+    /// Grammar time besides masks: commits and forced-token computation.
+    pub commit_time: Duration,
+    /// Time in the model (`feed` and reading logits back).
+    pub model_time: Duration,
+    /// Time spent sampling.
+    pub sample_time: Duration,
+}
+
+impl DecodeStats {
+    /// Total grammar time: masks plus commits.
+    pub fn grammar_time(&self) -> Duration {
+        self.mask_times.iter().sum::<Duration>() + self.commit_time
+    }
+
+    /// Share of emitted tokens that were forced, 0 when nothing was emitted.
+    pub fn forced_share(&self) -> f64 {
+        if self.tokens == 0 {
+            0.0
+        } else {
+            self.forced_tokens as f64 / self.tokens as f64
+        }
+    }
+}
+
+/// The result of a decode: the emitted tokens and their text.
+#[derive(Debug, Clone)]
+pub struct Decoded {
+    /// Emitted token ids, EOS not included.
+    pub tokens: Vec<TokenId>,
+    /// Their text (UTF-8; the grammars only allow whole characters).
+    pub text: String,
+    /// Counters and timings.
+    pub stats: DecodeStats,
+}
+
+/// Decode one grammar-constrained output.
+///
+/// `first_logits` are the logits of the prompt's last position, `(vocab,)`: the
+/// model's KV cache already holds the prompt. Each step computes the grammar mask,
+/// samples among the allowed tokens, commits it, then asks the grammar for the run
+/// of tokens it now forces; the sampled token and that run go to the model in one
+/// `feed` call (the grammar's opening run too, before the first sample). Stops when the grammar accepts and can go no further, or when EOS
+/// is chosen (only allowed where the grammar accepts). Tokens that end the grammar
+/// are not fed, so the cache holds the prompt and all but the last emitted run.
+///
+/// Errors: [`Error::Decode`] when the budget runs out, the grammar reaches a dead
+/// end (a bug), or the output is not UTF-8; [`Error::InvalidInput`] when the
+/// logits are not one row as wide as the token environment; model errors as is.
+pub fn decode(
+    model: &mut dyn VisionLanguageModel,
+    first_logits: &Tensor,
+    grammar: &Grammar,
+    options: &DecodeOptions,
+) -> Result<Decoded> {
+    let env = grammar.env();
+    let eos = env.eos();
+    let mut stats = DecodeStats::default();
+    let mut matcher = grammar.matcher();
+    let mut sampler = Sampler::new(options.sampling);
+    let mut tokens: Vec<TokenId> = Vec::new();
+    let mut logits = logits_row(first_logits, env.n_vocab())?;
+    let mut strings = grammar.string_caps().map(StringTracker::new);
+
+    let fail = |reason: String, tokens: &[TokenId]| Error::Decode {
+        reason,
+        text: String::from_utf8_lossy(&env.decode_bytes(tokens)).into_owned(),
+    };
+
+    // Tokens emitted but not yet fed: the grammar's opening run, then each sampled
+    // token with the run it forces.
+    let t = Instant::now();
+    let mut unfed: Vec<TokenId> = matcher.consume_ff_tokens();
+    stats.commit_time += t.elapsed();
+    if let Some(e) = matcher.get_error() {
+        return Err(fail(format!("grammar forced tokens: {e}"), &tokens));
+    }
+    stats.forced_tokens += unfed.len();
+    tokens.extend_from_slice(&unfed);
+    if let Some(tr) = strings.as_mut() {
+        unfed.iter().for_each(|&t| tr.push(env.token_bytes_of(t)));
+    }
+
+    loop {
+        if matcher.is_stopped() {
+            break;
+        }
+        if !unfed.is_empty() {
+            let t = Instant::now();
+            let row = if options.batch_forced {
+                stats.forward_calls += 1;
+                model.feed(&unfed, &[])?
+            } else {
+                let mut last = None;
+                for &tok in &unfed {
+                    stats.forward_calls += 1;
+                    last = Some(model.feed(&[tok], &[])?);
+                }
+                // `unfed` is not empty, so a row was produced.
+                last.ok_or_else(|| fail("empty token run".into(), &tokens))?
+            };
+            logits = logits_row(&row, env.n_vocab())?;
+            stats.model_time += t.elapsed();
+            unfed.clear();
+        }
+        if tokens.len() >= options.budget_tokens {
+            return Err(fail(
+                format!("token budget of {} exhausted", options.budget_tokens),
+                &tokens,
+            ));
+        }
+        let t = Instant::now();
+        let mut mask = matcher
+            .compute_mask()
+            .map_err(|e| fail(format!("grammar mask: {e}"), &tokens))?;
+        if strings.as_ref().is_some_and(StringTracker::must_close) {
+            // The open string has used its token bound: close it, if the grammar
+            // allows that now (not inside a character or an escape).
+            let mut closing = mask.clone();
+            closing.and(env.string_closers());
+            if !closing.is_zero() {
+                mask = closing;
+            }
+        }
+        stats.mask_times.push(t.elapsed());
+
+        let t = Instant::now();
+        let token = sampler
+            .sample(&logits, &mask)
+            .ok_or_else(|| fail("the grammar allows no token".into(), &tokens))?;
+        stats.sample_time += t.elapsed();
+
+        let t = Instant::now();
+        matcher
+            .consume_token(token)
+            .map_err(|e| fail(format!("grammar commit: {e}"), &tokens))?;
+        if token == eos {
+            stats.commit_time += t.elapsed();
+            break;
+        }
+        tokens.push(token);
+        unfed.push(token);
+        let forced = matcher.consume_ff_tokens();
+        if let Some(e) = matcher.get_error() {
+            return Err(fail(format!("grammar forced tokens: {e}"), &tokens));
+        }
+        stats.commit_time += t.elapsed();
+        stats.forced_tokens += forced.len();
+        tokens.extend_from_slice(&forced);
+        unfed.extend_from_slice(&forced);
+        if let Some(tr) = strings.as_mut() {
+            tr.push(env.token_bytes_of(token));
+            forced.iter().for_each(|&t| tr.push(env.token_bytes_of(t)));
+        }
+    }
+
+    stats.tokens = tokens.len();
+    let text = String::from_utf8(env.decode_bytes(&tokens))
+        .map_err(|e| fail(format!("output is not UTF-8: {e}"), &tokens))?;
+    Ok(Decoded {
+        tokens,
+        text,
+        stats,
+    })
+}
+
+/// Follows the JSON being emitted, token by token, to bound string values by tokens
+/// ([`StringCaps`]): which string is open, whose value it is, how many tokens it took.
+#[derive(Debug)]
+struct StringTracker {
+    caps: StringCaps,
+    in_string: bool,
+    escaped: bool,
+    /// The open string is an object key or value of a key: its bound.
+    cap: usize,
+    /// Tokens that added to the open string.
+    tokens_in_string: usize,
+    /// Content of the string being read, or of the last one closed (keys are short;
+    /// longer strings are cut, they cannot match a key name anyway).
+    last_string: Vec<u8>,
+    /// Key of the value being written: the last string followed by `:`.
+    key: Option<Vec<u8>>,
+    /// Last structural byte outside strings.
+    last_structural: u8,
+}
+
+/// Longest key name [`StringTracker`] remembers.
+const KEY_MEMORY: usize = 32;
+
+impl StringTracker {
+    fn new(caps: &StringCaps) -> Self {
+        StringTracker {
+            caps: caps.clone(),
+            in_string: false,
+            escaped: false,
+            cap: usize::MAX,
+            tokens_in_string: 0,
+            last_string: Vec::new(),
+            key: None,
+            last_structural: b'{',
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        let mut touched = self.in_string;
+        for &b in bytes {
+            if self.in_string {
+                if self.escaped {
+                    self.escaped = false;
+                } else if b == b'\\' {
+                    self.escaped = true;
+                } else if b == b'"' {
+                    self.in_string = false;
+                    self.last_structural = b'"';
+                    continue;
+                }
+                if self.last_string.len() < KEY_MEMORY {
+                    self.last_string.push(b);
+                }
+            } else {
+                match b {
+                    b'"' => {
+                        self.in_string = true;
+                        touched = true;
+                        self.tokens_in_string = 0;
+                        self.cap = if self.last_structural == b':' {
+                            self.caps.for_key(self.key.as_deref())
+                        } else {
+                            self.caps.default_tokens
+                        };
+                        self.last_string.clear();
+                    }
+                    b':' => {
+                        self.key = Some(self.last_string.clone());
+                        self.last_structural = b;
+                    }
+                    b'{' | b'}' | b'[' | b']' | b',' => self.last_structural = b,
+                    _ => {}
+                }
+            }
+        }
+        if touched && self.in_string {
+            self.tokens_in_string += 1;
+        }
+    }
+
+    /// The open string has reached its bound and no escape is pending.
+    fn must_close(&self) -> bool {
+        self.in_string && !self.escaped && self.tokens_in_string >= self.cap
+    }
+}
+
+/// A decoded move: the parsed [`NextMove`] and how it was decoded.
+#[derive(Debug, Clone)]
+pub struct DecodedMove {
+    /// The move.
+    pub next_move: NextMove,
+    /// Its tokens, text and stats.
+    pub decoded: Decoded,
+}
+
+/// [`decode`] with a move grammar, then parse the JSON into a [`NextMove`]. A parse
+/// failure is an [`Error::Decode`] with the text: a bug, since the grammar allows
+/// only valid moves.
+pub fn decode_move(
+    model: &mut dyn VisionLanguageModel,
+    first_logits: &Tensor,
+    grammar: &Grammar,
+    options: &DecodeOptions,
+) -> Result<DecodedMove> {
+    let decoded = decode(model, first_logits, grammar, options)?;
+    let next_move = parse_move(&decoded.text)?;
+    Ok(DecodedMove { next_move, decoded })
+}
+
+/// Parse move JSON; failures are [`Error::Decode`] with the text attached.
+pub fn parse_move(text: &str) -> Result<NextMove> {
+    serde_json::from_str(text).map_err(|e| Error::Decode {
+        reason: e.to_string(),
+        text: text.to_string(),
+    })
+}
+
+/// The logits as a host vector, checked to be one row of `n_vocab`.
+fn logits_row(logits: &Tensor, n_vocab: usize) -> Result<Vec<f32>> {
+    let dims = logits.dims();
+    if dims != [n_vocab] {
+        return Err(Error::InvalidInput(format!(
+            "logits have shape {dims:?}, expected [{n_vocab}] (one row of the token environment's width)"
+        )));
+    }
+    Ok(logits.to_dtype(candle_core::DType::F32)?.to_vec1::<f32>()?)
+}

@@ -1,0 +1,98 @@
+//! A grammar compiled against a [`TokenEnv`]: compile once per turn, then clone a
+//! fresh matcher for every decode (cheap: the lexer and its caches are shared).
+
+use std::time::{Duration, Instant};
+
+use llguidance::api::TopLevelGrammar;
+use llguidance::Matcher;
+
+use super::schema::{MoveSpec, StringCaps};
+use super::token_env::TokenEnv;
+use crate::error::{Error, Result};
+
+/// Which of [`MoveSpec`]'s two renderings the engine compiles.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum GrammarEngine {
+    /// [`MoveSpec::lark`]: strings bounded by tokens. The default: its masks inside
+    /// free text come from llguidance's precomputed token slices.
+    #[default]
+    Lark,
+    /// [`MoveSpec::json_schema`]: strings bounded by characters (`maxLength`).
+    JsonSchema,
+}
+
+/// A compiled grammar, ready to decode with.
+#[derive(Clone)]
+pub struct Grammar {
+    template: Matcher,
+    env: TokenEnv,
+    compile_time: Duration,
+    string_caps: Option<StringCaps>,
+}
+
+impl std::fmt::Debug for Grammar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Grammar")
+            .field("compile_time", &self.compile_time)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Grammar {
+    /// Compile this turn's move grammar. Cost: a few milliseconds (grows with the
+    /// number of element ids). Errors with [`Error::Grammar`] if llguidance rejects
+    /// it, which is a bug in [`MoveSpec`] rather than bad input: ids are escaped.
+    pub fn for_move(env: &TokenEnv, spec: &MoveSpec, engine: GrammarEngine) -> Result<Self> {
+        let top = match engine {
+            GrammarEngine::Lark => TopLevelGrammar::from_lark(spec.lark()),
+            GrammarEngine::JsonSchema => TopLevelGrammar::from_json_schema(spec.json_schema()),
+        };
+        let mut grammar = Self::compile(env, top)?;
+        grammar.string_caps = Some(spec.string_caps());
+        Ok(grammar)
+    }
+
+    /// Compile any llguidance Lark grammar.
+    pub fn from_lark(env: &TokenEnv, lark: &str) -> Result<Self> {
+        Self::compile(env, TopLevelGrammar::from_lark(lark.to_string()))
+    }
+
+    fn compile(env: &TokenEnv, top: TopLevelGrammar) -> Result<Self> {
+        let start = Instant::now();
+        let parser = env
+            .factory()
+            .create_parser(top)
+            .map_err(|e| Error::Grammar(e.to_string()))?;
+        let template = Matcher::new(Ok(parser));
+        if let Some(e) = template.get_error() {
+            return Err(Error::Grammar(e));
+        }
+        Ok(Grammar {
+            template,
+            env: env.clone(),
+            compile_time: start.elapsed(),
+            string_caps: None,
+        })
+    }
+
+    /// Token bounds on JSON string values the decoder enforces (move grammars).
+    pub fn string_caps(&self) -> Option<&StringCaps> {
+        self.string_caps.as_ref()
+    }
+
+    /// How long compiling took.
+    pub fn compile_time(&self) -> Duration {
+        self.compile_time
+    }
+
+    /// The token environment it was compiled against.
+    pub fn env(&self) -> &TokenEnv {
+        &self.env
+    }
+
+    /// A fresh matcher at the start of the grammar. Cost: a clone of the parser
+    /// state (microseconds); the compiled lexer is shared.
+    pub fn matcher(&self) -> Matcher {
+        self.template.clone()
+    }
+}

@@ -1,0 +1,47 @@
+//! Grammar-constrained decoding: every move is valid `NextMove` JSON that targets only
+//! what is on screen.
+//!
+//! Three stages, each with its own cost:
+//!
+//! 1. [`TokenEnv`], once per model (~1 s): the vocabulary as a toktrie trie with the
+//!    logits width as its size, and llguidance's parser factory.
+//! 2. [`Grammar`], once per turn (milliseconds): [`MoveSpec::new`] resolves the view
+//!    and [`GrammarOptions`] into allowed actions and targets, and
+//!    [`Grammar::for_move`] compiles it.
+//! 3. [`decode_move`], per output: mask → sample → commit from the logits of the
+//!    prompt's last position, forced-token runs fed as one forward pass, the JSON
+//!    parsed into a [`cel_contracts::NextMove`].
+//!
+//! ```no_run
+//! # fn main() -> sightline::Result<()> {
+//! use sightline::decode::{decode_move, DecodeOptions, Grammar, GrammarEngine, GrammarOptions, MoveSpec, TokenEnv};
+//! # let tokenizer: tokenizers::Tokenizer = unimplemented!();
+//! # let view: cel_contracts::PlanningView = unimplemented!();
+//! # let mut model: Box<dyn sightline::VisionLanguageModel> = unimplemented!();
+//! # let prompt: Vec<u32> = vec![];
+//! let env = TokenEnv::from_tokenizer(&tokenizer, model.vocab_size())?; // once per model
+//! let spec = MoveSpec::new(&view, &GrammarOptions::default())?;        // per turn
+//! let grammar = Grammar::for_move(&env, &spec, GrammarEngine::Lark)?;
+//! let logits = model.feed(&prompt, &[])?;
+//! let out = decode_move(model.as_mut(), &logits, &grammar, &DecodeOptions::default())?;
+//! println!("{:?} ({} tokens, {} forced)", out.next_move, out.decoded.stats.tokens, out.decoded.stats.forced_tokens);
+//! # Ok(()) }
+//! ```
+
+mod decoder;
+mod grammar;
+mod sampler;
+mod schema;
+mod token_env;
+
+pub use decoder::{
+    decode, decode_move, parse_move, DecodeOptions, DecodeStats, Decoded, DecodedMove,
+};
+pub use grammar::{Grammar, GrammarEngine};
+pub use sampler::{Sampler, Sampling};
+pub use schema::{
+    coordinate_regex, parse_coordinate_target, ActionKind, Capabilities, GrammarLimits,
+    GrammarOptions, MoveSpec, StringCaps, CAPABILITY_CDP_PREFIX, CAPABILITY_NATIVE_INPUT,
+    COORDINATE_MAX, KEY_NAMES,
+};
+pub use token_env::{byte_level_decoder, TokenEnv, EOS_TOKEN};

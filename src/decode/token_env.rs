@@ -1,0 +1,252 @@
+//! The token environment: the model's vocabulary as byte strings in a toktrie
+//! [`TokTrie`], and the llguidance [`ParserFactory`] built on it.
+//!
+//! Built once per model (about a second for Qwen's 151k tokens, most of it in the
+//! parser factory's token slices); every per-turn grammar is compiled against it.
+//!
+//! The trie is built here from the `tokenizers` vocabulary rather than through
+//! `toktrie_hf_tokenizers`, which pins an older `tokenizers` than the rest of the
+//! crate. Qwen's tokenizer is byte-level BPE: each token string is written in the
+//! GPT-2 "bytes to unicode" alphabet, which [`byte_level_decoder`] maps back to raw
+//! bytes. Added tokens (`<|im_end|>`, `<think>`, …) get toktrie's special-token
+//! marking (a leading `0xFF` byte), so no grammar over text can ever produce them:
+//! the only special token a grammar allows is the end-of-sequence token when it
+//! accepts.
+//!
+//! The logits row is wider than the tokenizer (151,936 against 151,669 for Qwen);
+//! the ids past the tokenizer get empty byte strings, which toktrie never allows.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use llguidance::ParserFactory;
+use tokenizers::Tokenizer;
+use toktrie::{SimpleVob, TokEnv, TokRxInfo, TokTrie, TokenId, TokenizerEnv};
+
+use crate::error::{Error, Result};
+
+/// The name of the token that ends a move: Qwen's end of a chat turn.
+pub const EOS_TOKEN: &str = "<|im_end|>";
+
+/// The GPT-2 byte-level alphabet, inverted: the character a byte-level BPE
+/// vocabulary writes for each byte, mapped back to that byte.
+///
+/// Printable Latin-1 bytes stand for themselves; the other 68 bytes are shifted to
+/// code points from U+0100 upwards, in byte order (GPT-2's `bytes_to_unicode`).
+pub fn byte_level_decoder() -> HashMap<char, u8> {
+    let self_mapped = |b: u8| matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF);
+    let mut map = HashMap::with_capacity(256);
+    let mut shifted = 0x100u32;
+    for byte in 0..=255u8 {
+        if self_mapped(byte) {
+            map.insert(char::from(byte), byte);
+        } else {
+            // 0x100 + at most 68 stays far below the surrogate range: always a char.
+            if let Some(c) = char::from_u32(shifted) {
+                map.insert(c, byte);
+            }
+            shifted += 1;
+        }
+    }
+    map
+}
+
+/// The model's vocabulary, as llguidance sees it, plus the parser factory that
+/// compiles grammars against it. Cheap to clone (shared).
+#[derive(Clone)]
+pub struct TokenEnv {
+    env: TokEnv,
+    factory: Arc<ParserFactory>,
+    eos: TokenId,
+    n_vocab: usize,
+    tokenizer_vocab: usize,
+    closers: Arc<SimpleVob>,
+}
+
+impl std::fmt::Debug for TokenEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenEnv")
+            .field("n_vocab", &self.n_vocab)
+            .field("tokenizer_vocab", &self.tokenizer_vocab)
+            .field("eos", &self.eos)
+            .finish()
+    }
+}
+
+/// toktrie's view of the tokenizer: the trie, and the real tokenizer for the
+/// canonical tokenization llguidance needs to force tokens.
+struct HfTokenizerEnv {
+    tokenizer: Tokenizer,
+    trie: TokTrie,
+}
+
+impl TokenizerEnv for HfTokenizerEnv {
+    fn tok_trie(&self) -> &TokTrie {
+        &self.trie
+    }
+
+    fn tokenize_bytes(&self, s: &[u8]) -> Vec<TokenId> {
+        // Valid UTF-8 runs go through the real tokenizer (canonical ids, which is what
+        // forced tokens must be); the trie's greedy tokenization covers the rest, and a
+        // tokenizer error, instead of panicking inside the parser.
+        self.trie.tokenize_with_greedy_fallback(s, |text| {
+            match self.tokenizer.encode_fast(text, false) {
+                Ok(enc) => enc.get_ids().to_vec(),
+                Err(_) => self.trie.greedy_tokenize(text.as_bytes()),
+            }
+        })
+    }
+}
+
+impl TokenEnv {
+    /// Build the environment from the model's tokenizer, with `n_vocab` the width of
+    /// the model's logits row.
+    ///
+    /// Cost: about a second for a 151k vocabulary (trie, then the parser factory's
+    /// precomputed token slices). Errors when `n_vocab` is smaller than the
+    /// tokenizer, when the tokenizer is not byte-level BPE, or when it lacks the
+    /// end-of-turn token [`EOS_TOKEN`].
+    pub fn from_tokenizer(tokenizer: &Tokenizer, n_vocab: usize) -> Result<Self> {
+        let tokenizer_vocab = tokenizer.get_vocab_size(true);
+        if n_vocab < tokenizer_vocab {
+            return Err(Error::Tokenizer(format!(
+                "the model's logits are {n_vocab} wide but the tokenizer has \
+                 {tokenizer_vocab} tokens: tokenizer and model do not match"
+            )));
+        }
+        let eos = tokenizer.token_to_id(EOS_TOKEN).ok_or_else(|| {
+            Error::Tokenizer(format!("the end-of-turn token {EOS_TOKEN} is missing"))
+        })?;
+        let is_byte_level = tokenizer
+            .get_decoder()
+            .and_then(|d| serde_json::to_value(d).ok())
+            .is_some_and(|d| d["type"] == "ByteLevel");
+        if !is_byte_level {
+            return Err(Error::Tokenizer(
+                "only byte-level BPE tokenizers are supported (decoder is not ByteLevel)".into(),
+            ));
+        }
+
+        let added = tokenizer.get_added_tokens_decoder();
+        let decoder = byte_level_decoder();
+        let mut words: Vec<Vec<u8>> = vec![Vec::new(); n_vocab];
+        for (text, id) in tokenizer.get_vocab(true) {
+            let slot = words.get_mut(id as usize).ok_or_else(|| {
+                Error::Tokenizer(format!("token {text:?} has id {id}, past the vocabulary"))
+            })?;
+            *slot = if added.contains_key(&id) {
+                let mut bytes = Vec::with_capacity(text.len() + 1);
+                bytes.push(TokTrie::SPECIAL_TOKEN_MARKER);
+                bytes.extend_from_slice(text.as_bytes());
+                bytes
+            } else {
+                text.chars()
+                    .map(|c| decoder.get(&c).copied())
+                    .collect::<Option<Vec<u8>>>()
+                    .ok_or_else(|| {
+                        Error::Tokenizer(format!(
+                            "token {id} {text:?} has a character outside the byte-level alphabet"
+                        ))
+                    })?
+            };
+        }
+
+        let info = TokRxInfo {
+            tok_end_of_turn: Some(eos),
+            ..TokRxInfo::new(n_vocab as u32, eos)
+        };
+        let trie = TokTrie::from(&info, &words);
+        let mut closers = trie.alloc_token_set();
+        for (id, word) in words.iter().enumerate() {
+            if closes_string(word) {
+                closers.allow_token(id as TokenId);
+            }
+        }
+        let env: TokEnv = Arc::new(HfTokenizerEnv {
+            tokenizer: tokenizer.clone(),
+            trie,
+        });
+        let mut factory = ParserFactory::new_simple(&env)
+            .map_err(|e| Error::Grammar(format!("building the parser factory: {e}")))?;
+        factory.quiet();
+        Ok(TokenEnv {
+            env,
+            factory: Arc::new(factory),
+            eos,
+            n_vocab,
+            tokenizer_vocab,
+            closers: Arc::new(closers),
+        })
+    }
+
+    /// The toktrie environment llguidance works with.
+    pub fn tok_env(&self) -> &TokEnv {
+        &self.env
+    }
+
+    /// The parser factory grammars are compiled with.
+    pub fn factory(&self) -> &ParserFactory {
+        &self.factory
+    }
+
+    /// The end-of-sequence token ([`EOS_TOKEN`]).
+    pub fn eos(&self) -> TokenId {
+        self.eos
+    }
+
+    /// Width of a logits row (the trie's vocabulary size).
+    pub fn n_vocab(&self) -> usize {
+        self.n_vocab
+    }
+
+    /// Number of ids the tokenizer knows; ids from here to [`n_vocab`](Self::n_vocab)
+    /// are padding and never allowed.
+    pub fn tokenizer_vocab(&self) -> usize {
+        self.tokenizer_vocab
+    }
+
+    /// The bytes of `tokens`, special tokens left out.
+    pub fn decode_bytes(&self, tokens: &[TokenId]) -> Vec<u8> {
+        self.env.tok_trie().decode(tokens)
+    }
+
+    /// Tokens that end a JSON string when one is open and no escape is pending: a `"`
+    /// with no backslash before it in the token.
+    pub fn string_closers(&self) -> &SimpleVob {
+        &self.closers
+    }
+
+    /// The bytes of one token (empty for padding ids and ids out of range).
+    pub fn token_bytes_of(&self, token: TokenId) -> &[u8] {
+        let trie = self.env.tok_trie();
+        if (token as usize) < self.n_vocab {
+            trie.token(token)
+        } else {
+            &[]
+        }
+    }
+
+    /// The bytes of every token id, in id order (special tokens carry toktrie's
+    /// `0xFF` marker; padding ids are empty). For test doubles and tools.
+    pub fn token_bytes(&self) -> Vec<Vec<u8>> {
+        let trie = self.env.tok_trie();
+        (0..self.n_vocab as TokenId)
+            .map(|t| trie.token(t).to_vec())
+            .collect()
+    }
+
+    /// Canonical token ids of `text` (no special tokens).
+    pub fn tokenize(&self, text: &str) -> Vec<TokenId> {
+        self.env.tokenize(text)
+    }
+}
+
+/// Whether a token's bytes hold a `"` with no backslash before it (in the token).
+fn closes_string(word: &[u8]) -> bool {
+    match word.iter().position(|&b| b == b'"') {
+        Some(q) => {
+            word.first() != Some(&TokTrie::SPECIAL_TOKEN_MARKER) && !word[..q].contains(&b'\\')
+        }
+        None => false,
+    }
+}

@@ -1,0 +1,221 @@
+//! Property test: with seeded random logits, every decoded move parses, targets only
+//! what is on screen, has 1–5 steps and uses no action the runtime cannot execute.
+
+mod decode_support;
+
+use std::collections::HashSet;
+
+use anyhow::{bail, ensure, Context, Result};
+use cel_contracts::{NextMove, PlannedAction};
+use decode_support::{env, ids, scripted, view};
+use sightline::decode::{
+    decode_move, parse_coordinate_target, ActionKind, DecodeOptions, Grammar, GrammarEngine,
+    GrammarLimits, GrammarOptions, MoveSpec,
+};
+use sightline::model::scripted::{LogitProfile, Script};
+use sightline::VisionLanguageModel;
+
+/// Runs in the property test.
+const RUNS: usize = 2_000;
+
+/// One view configuration of the property test.
+struct Case {
+    ids: Vec<String>,
+    capabilities: Vec<&'static str>,
+    coordinate_targets: bool,
+}
+
+fn cases() -> Vec<Case> {
+    let mut out = Vec::new();
+    for n in [0usize, 1, 50, 500] {
+        for odd in [false, true] {
+            for capabilities in [
+                vec![],
+                vec!["cdp_bound", "native_input"],
+                vec!["cdp_bound"],
+                vec!["native_input"],
+            ] {
+                for coordinate_targets in [true, false] {
+                    if odd && n == 0 {
+                        continue;
+                    }
+                    out.push(Case {
+                        ids: ids(n, odd),
+                        capabilities: capabilities.clone(),
+                        coordinate_targets,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Check a move against the view directly (not through `MoveSpec::check`).
+fn check_move(mv: &NextMove, case: &Case, limits: &GrammarLimits) -> Result<()> {
+    let on_screen: HashSet<&str> = case.ids.iter().map(String::as_str).collect();
+    let caps = &case.capabilities;
+    let native = caps.is_empty() || caps.contains(&"native_input");
+    let cdp = caps.iter().any(|c| c.starts_with("cdp"));
+    let target_ok = |id: &str| {
+        on_screen.contains(id) || (case.coordinate_targets && parse_coordinate_target(id).is_some())
+    };
+    match mv {
+        NextMove::Batch { purpose, steps } => {
+            ensure!(!purpose.is_empty(), "empty purpose");
+            ensure!(
+                (1..=limits.max_steps).contains(&steps.len()),
+                "{} steps",
+                steps.len()
+            );
+            for step in steps {
+                let kind = ActionKind::of(&step.action).context("action outside the grammar")?;
+                ensure!(
+                    native || !kind.needs_native_input(),
+                    "{kind:?} without native input"
+                );
+                ensure!(cdp || !kind.needs_cdp(), "{kind:?} without CDP");
+                let targets: Vec<&str> = match &step.action {
+                    PlannedAction::Click { target_id, .. } => vec![target_id],
+                    PlannedAction::Type { target_id, .. } => {
+                        target_id.iter().map(String::as_str).collect()
+                    }
+                    PlannedAction::SetValue { target_id, .. } => vec![target_id],
+                    PlannedAction::Drag {
+                        from_target_id,
+                        to_target_id,
+                    } => vec![from_target_id, to_target_id],
+                    PlannedAction::Select { .. } => {
+                        ensure!(case.coordinate_targets, "select without coordinates");
+                        vec![]
+                    }
+                    PlannedAction::Wait { ms } => {
+                        ensure!(*ms <= limits.max_wait_ms, "wait {ms}");
+                        vec![]
+                    }
+                    PlannedAction::Scroll { dx, dy } => {
+                        ensure!(
+                            dx.unsigned_abs() <= limits.max_scroll
+                                && dy.unsigned_abs() <= limits.max_scroll
+                        );
+                        vec![]
+                    }
+                    _ => vec![],
+                };
+                for t in targets {
+                    ensure!(target_ok(t), "target {t:?} not on screen");
+                }
+            }
+        }
+        NextMove::Done { summary, .. } => ensure!(!summary.is_empty()),
+        NextMove::Fail { reason } => ensure!(!reason.is_empty()),
+        NextMove::Clarify { question } => ensure!(!question.is_empty()),
+    }
+    Ok(())
+}
+
+/// No whitespace outside strings: the grammar is compact JSON.
+fn is_compact(text: &str) -> bool {
+    let mut in_string = false;
+    let mut escaped = false;
+    for c in text.chars() {
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+        } else if c == '"' {
+            in_string = true;
+        } else if c.is_whitespace() {
+            return false;
+        }
+    }
+    true
+}
+
+#[test]
+fn random_logits_always_decode_to_valid_moves_on_screen() -> Result<()> {
+    let cases = cases();
+    // Tight string bounds keep random-logit runs short; `decode_rules` pins the
+    // default bounds. Everything else is the default grammar.
+    let limits = GrammarLimits {
+        sentence_tokens: 6,
+        text_tokens: 8,
+        data_string_tokens: 4,
+        data_entries: 3,
+        ..GrammarLimits::default()
+    };
+    let prompt = env().tokenize("<|im_start|>assistant\n");
+    let mut compiled = Vec::with_capacity(cases.len());
+    for case in &cases {
+        let options = GrammarOptions {
+            coordinate_targets: case.coordinate_targets,
+            limits: limits.clone(),
+            ..GrammarOptions::default()
+        };
+        let spec = MoveSpec::new(&view(&case.ids, &case.capabilities), &options)?;
+        // Compiled once per view and reused by every run on it.
+        compiled.push((
+            spec.clone(),
+            Grammar::for_move(env(), &spec, GrammarEngine::Lark)?,
+        ));
+    }
+    let mut model = scripted(Script::Random {
+        seed: 0,
+        profile: LogitProfile::Uniform,
+    })?;
+    let first = model.feed(&prompt, &[])?;
+    let _ = first;
+    let profiles = [
+        LogitProfile::Uniform,
+        LogitProfile::Peaked,
+        LogitProfile::QuotesAndEos,
+    ];
+    let mut kinds = [0usize; 4];
+    let mut total_tokens = 0;
+    for run in 0..RUNS {
+        let case_idx = run % cases.len();
+        let case = &cases[case_idx];
+        let (spec, grammar) = &compiled[case_idx];
+        let profile = profiles[(run / cases.len()) % profiles.len()];
+        model.truncate(prompt.len() - 1)?;
+        model.set_script(Script::Random {
+            seed: run as u64,
+            profile,
+        });
+        let first_logits = model.feed(&prompt[prompt.len() - 1..], &[])?;
+        let out = decode_move(
+            &mut model,
+            &first_logits,
+            grammar,
+            &DecodeOptions::default(),
+        )
+        .with_context(|| format!("run {run} case {case_idx} {profile:?}"))?;
+        let text = &out.decoded.text;
+        total_tokens += out.decoded.stats.tokens;
+        if let Err(e) = check_move(&out.next_move, case, &limits)
+            .and_then(|()| spec.check(&out.next_move).map_err(anyhow::Error::msg))
+        {
+            bail!("run {run} case {case_idx} {profile:?}: {e}: {text}");
+        }
+        ensure!(is_compact(text), "run {run}: not compact: {text}");
+        kinds[match out.next_move {
+            NextMove::Batch { .. } => 0,
+            NextMove::Done { .. } => 1,
+            NextMove::Fail { .. } => 2,
+            NextMove::Clarify { .. } => 3,
+        }] += 1;
+    }
+    eprintln!(
+        "{RUNS} runs over {} views: batch/done/fail/clarify = {kinds:?}, {total_tokens} tokens",
+        cases.len()
+    );
+    // Random logits must reach every terminal shape, or the test proves little.
+    ensure!(
+        kinds.iter().all(|&k| k > 0),
+        "some move kinds never appeared: {kinds:?}"
+    );
+    Ok(())
+}
