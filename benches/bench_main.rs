@@ -8,7 +8,9 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 
+mod model;
 mod preprocess;
+mod turn;
 
 /// Prints the machine the numbers come from, once.
 fn machine(_c: &mut Criterion) {
@@ -25,5 +27,12 @@ fn machine(_c: &mut Criterion) {
     eprintln!("machine: {model}, {cpus} threads available");
 }
 
-criterion_group!(benches, machine, preprocess::bench);
+criterion_group!(
+    benches,
+    machine,
+    preprocess::bench,
+    model::vision,
+    model::prefill_and_decode,
+    turn::bench
+);
 criterion_main!(benches);

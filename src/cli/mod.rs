@@ -2,5 +2,6 @@
 //! it, returning the process exit code.
 
 pub mod models;
+pub mod plan;
 #[cfg(feature = "desktop")]
 pub mod run;

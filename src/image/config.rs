@@ -278,11 +278,14 @@ impl PreprocessConfig {
     }
 
     /// Sets the largest budget to `tokens` language-model tokens
-    /// (`tokens * factor²` pixels, [`factor`](Self::factor) = patch × merge).
+    /// (`tokens * factor²` pixels, [`factor`](Self::factor) = patch × merge). A smallest
+    /// budget above it is lowered to it: a caller's cap wins over the model's floor (real
+    /// Qwen3-VL configs ask for at least 64 tokens).
     #[must_use]
     pub fn with_max_tokens(mut self, tokens: usize) -> Self {
         let factor = self.factor() as u64;
         self.max_pixels = tokens as u64 * factor * factor;
+        self.min_pixels = self.min_pixels.min(self.max_pixels);
         self
     }
 

@@ -1,0 +1,295 @@
+//! `sightline plan` and `sightline verify`: one planner turn from files, printed as JSON.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use cel_contracts::{AttemptRecord, OmittedCounts, PlanningBudget, PlanningScreen, PlanningView};
+use serde::de::DeserializeOwned;
+use sightline::hub::{parse_model_spec, Hub, ModelFiles, ResolvedModel};
+use sightline::model::weights::ModelSource;
+use sightline::planner::{DeviceChoice, LocalPlanner, PlannerOptions, Turn, TurnStats};
+
+/// Exit codes of `plan` and `verify`.
+pub mod exit_code {
+    /// The move or verdict was printed.
+    pub const SUCCESS: i32 = 0;
+    /// `verify` printed a verdict that rejects the claim.
+    pub const NOT_VERIFIED: i32 = 1;
+    /// Bad arguments, a bad file, a model that cannot be loaded.
+    pub const USAGE_OR_SETUP: i32 = 2;
+}
+
+/// The model options `plan` and `verify` share.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ModelArgs {
+    /// Model: a manifest id (`qwen3-vl-2b`, `qwen3-vl-4b:q8_0`), a Hub repo id or a local path.
+    /// Default: the manifest marked default.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Device: auto, cpu, cuda, cuda:N, metal.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// Quantize a safetensors model while loading: q8_0, q6k, q5k, q4k.
+    #[arg(long)]
+    pub quantize: Option<String>,
+    /// Most visual tokens per screenshot (default: the model manifest's budget).
+    #[arg(long)]
+    pub max_visual_tokens: Option<usize>,
+}
+
+/// Arguments of `sightline plan`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PlanArgs {
+    /// The goal.
+    pub goal: String,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// The screenshot (PNG or JPEG); without one the turn is text-only.
+    #[arg(long)]
+    pub screenshot: Option<PathBuf>,
+    /// A `PlanningView` as JSON (default: an empty desktop view).
+    #[arg(long)]
+    pub view: Option<PathBuf>,
+    /// Earlier attempts: a JSON array of `AttemptRecord`s.
+    #[arg(long)]
+    pub history: Option<PathBuf>,
+    /// Shared memory: any JSON value.
+    #[arg(long)]
+    pub memory: Option<PathBuf>,
+    /// Sample at this temperature instead of greedy decoding (needs --seed).
+    #[arg(long, requires = "seed")]
+    pub temperature: Option<f32>,
+    /// Nucleus sampling mass, with --temperature.
+    #[arg(long, default_value_t = 0.95)]
+    pub top_p: f32,
+    /// Seed for sampling.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Print the turn's per-stage timings on stderr.
+    #[arg(long)]
+    pub stats: bool,
+}
+
+/// Arguments of `sightline verify`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct VerifyArgs {
+    /// The goal.
+    pub goal: String,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// The screenshot to judge (PNG or JPEG).
+    #[arg(long)]
+    pub screenshot: PathBuf,
+    /// A `PlanningView` as JSON (default: an empty desktop view).
+    #[arg(long)]
+    pub view: Option<PathBuf>,
+    /// What the agent claims it achieved.
+    #[arg(long)]
+    pub summary: String,
+    /// Accept when the grader's probability is at least this.
+    #[arg(long, default_value_t = 0.5)]
+    pub threshold: f32,
+    /// A trained grader head (safetensors) instead of the zero-shot one.
+    #[arg(long)]
+    pub grader_head: Option<PathBuf>,
+    /// Print the turn's per-stage timings on stderr.
+    #[arg(long)]
+    pub stats: bool,
+}
+
+/// Runs `sightline plan`; returns the exit code.
+pub fn plan(args: &PlanArgs) -> i32 {
+    report(plan_inner(args).map(|()| exit_code::SUCCESS))
+}
+
+/// Runs `sightline verify`; returns the exit code.
+pub fn verify(args: &VerifyArgs) -> i32 {
+    report(verify_inner(args))
+}
+
+fn report(result: Result<i32>) -> i32 {
+    result.unwrap_or_else(|e| {
+        eprintln!("error: {e:#}");
+        exit_code::USAGE_OR_SETUP
+    })
+}
+
+fn plan_inner(args: &PlanArgs) -> Result<()> {
+    let view = match &args.view {
+        Some(path) => read_json::<PlanningView>(path, "view")?,
+        None => empty_view(&args.goal),
+    };
+    let history: Vec<AttemptRecord> = match &args.history {
+        Some(path) => read_json(path, "history")?,
+        None => Vec::new(),
+    };
+    let memory = match &args.memory {
+        Some(path) => read_json(path, "memory")?,
+        None => serde_json::Value::Null,
+    };
+    let screenshot = args.screenshot.as_deref().map(read_file).transpose()?;
+    let mut options = planner_options(&args.model, None)?;
+    if let (Some(temperature), Some(seed)) = (args.temperature, args.seed) {
+        options = options.with_sampling(temperature, args.top_p, seed);
+    }
+    let planner = LocalPlanner::load(&options)?;
+    let (next_move, stats) = planner.plan(&Turn {
+        goal: &args.goal,
+        history: &history,
+        shared_memory: &memory,
+        view: &view,
+        screenshot: screenshot.as_deref(),
+    })?;
+    println!("{}", serde_json::to_string(&next_move)?);
+    if args.stats {
+        print_stats(&planner, &stats);
+    }
+    Ok(())
+}
+
+fn verify_inner(args: &VerifyArgs) -> Result<i32> {
+    let view = match &args.view {
+        Some(path) => read_json::<PlanningView>(path, "view")?,
+        None => empty_view(&args.goal),
+    };
+    let screenshot = read_file(&args.screenshot)?;
+    let mut options = planner_options(&args.model, args.grader_head.clone())?;
+    options.grader_threshold = args.threshold;
+    let planner = LocalPlanner::load(&options)?;
+    let memory = serde_json::Value::Null;
+    let (verdict, stats) = planner.verify(
+        &Turn {
+            goal: &args.goal,
+            history: &[],
+            shared_memory: &memory,
+            view: &view,
+            screenshot: Some(&screenshot),
+        },
+        &args.summary,
+    )?;
+    println!("{}", serde_json::to_string(&verdict)?);
+    if args.stats {
+        print_stats(&planner, &stats);
+    }
+    Ok(if verdict.verified {
+        exit_code::SUCCESS
+    } else {
+        exit_code::NOT_VERIFIED
+    })
+}
+
+/// Resolve `--model` (manifest, Hub repo or path; downloading when needed) into options.
+pub fn planner_options(args: &ModelArgs, grader_head: Option<PathBuf>) -> Result<PlannerOptions> {
+    let spec_text = match &args.model {
+        Some(model) => model.clone(),
+        None => sightline::hub::default_manifest()?.id,
+    };
+    let spec = parse_model_spec(&spec_text)?;
+    let resolved = Hub::from_env().resolve(&spec_text, &spec)?;
+    let mut options = PlannerOptions::new(model_source(&resolved)?);
+    options.device = args.device.parse::<DeviceChoice>()?;
+    options.quantize = args.quantize.as_deref().map(parse_quant).transpose()?;
+    options.max_visual_tokens = Some(
+        args.max_visual_tokens
+            .unwrap_or(resolved.visual_token_budget as usize),
+    );
+    options.grader_head = grader_head;
+    Ok(options)
+}
+
+/// The model source the loader reads, from the files the hub resolved.
+pub fn model_source(resolved: &ResolvedModel) -> Result<ModelSource> {
+    Ok(match &resolved.files {
+        ModelFiles::Gguf { model, mmproj, .. } => ModelSource::Gguf {
+            text: model.clone(),
+            mmproj: mmproj.clone(),
+        },
+        ModelFiles::Safetensors { config, .. } => ModelSource::Safetensors {
+            dir: config
+                .parent()
+                .context("config.json has no parent directory")?
+                .to_path_buf(),
+        },
+    })
+}
+
+fn parse_quant(name: &str) -> Result<candle_core::quantized::GgmlDType> {
+    use candle_core::quantized::GgmlDType;
+    match name.to_ascii_lowercase().replace('_', "").as_str() {
+        "q80" => Ok(GgmlDType::Q8_0),
+        "q6k" => Ok(GgmlDType::Q6K),
+        "q5k" => Ok(GgmlDType::Q5K),
+        "q4k" => Ok(GgmlDType::Q4K),
+        _ => anyhow::bail!("--quantize {name}: expected q8_0, q6k, q5k or q4k"),
+    }
+}
+
+fn read_file(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))
+}
+
+/// Read a JSON file into `T`; the error names the file and whether it is not JSON at all or
+/// JSON of the wrong shape.
+fn read_json<T: DeserializeOwned>(path: &Path, what: &str) -> Result<T> {
+    let bytes = read_file(path)?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{} ({what}): not JSON", path.display()))?;
+    serde_json::from_value(value)
+        .with_context(|| format!("{} ({what}): not a valid {what}", path.display()))
+}
+
+/// The view of a desktop the planner knows nothing about but the screenshot.
+pub fn empty_view(goal: &str) -> PlanningView {
+    PlanningView {
+        goal: goal.to_string(),
+        budget: PlanningBudget::default(),
+        screen: PlanningScreen::default(),
+        elements: vec![],
+        adapter_facts: vec![],
+        adapter_actions: vec![],
+        capabilities: vec![],
+        run_progress: Default::default(),
+        memories: vec![],
+        knowledge: vec![],
+        recent_events: vec![],
+        blockers: vec![],
+        anomalies: vec![],
+        evidence: vec![],
+        selection_rationale: None,
+        omitted_counts: OmittedCounts::default(),
+        adapter_actions_prompt: None,
+    }
+}
+
+fn print_stats(planner: &LocalPlanner, s: &TurnStats) {
+    let r = planner.report();
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "model      {} ({}, {})", r.model, r.quant, r.device);
+    let _ = writeln!(err, "load       {:>9.1} ms", ms(r.load_time));
+    let _ = writeln!(err, "preprocess {:>9.1} ms", ms(s.preprocess));
+    let _ = writeln!(
+        err,
+        "vision     {:>9.1} ms{}",
+        ms(s.vision),
+        if s.image_encoded { "" } else { " (reused)" }
+    );
+    let _ = writeln!(
+        err,
+        "prefill    {:>9.1} ms  {} new tokens, {} reused",
+        ms(s.prefill),
+        s.prefill_new,
+        s.prefill_reused
+    );
+    let _ = writeln!(
+        err,
+        "decode     {:>9.1} ms  {} tokens, {:.0}% forced, {} forward passes",
+        ms(s.decode),
+        s.generated,
+        100.0 * s.forced_share(),
+        s.forward_passes
+    );
+    let _ = writeln!(err, "grammar    {:>9.1} ms", ms(s.grammar));
+    let _ = writeln!(err, "total      {:>9.1} ms", ms(s.total));
+}

@@ -1,0 +1,627 @@
+//! [`LocalPlanner`]: the offline [`PlanProducer`], one local model behind it.
+//!
+//! One turn of `decide_next`:
+//!
+//! 1. the clarify rule ([`clarify`](crate::planner::clarify)) may answer at once, no model;
+//! 2. the system prompt's KV, computed once per planner, is kept: the cache is cut back to it;
+//! 3. the screenshot is preprocessed and encoded (skipped when it is the one seen last), the
+//!    screen run (image + view) is fed — or reused, when image and view are unchanged;
+//! 4. the task run (goal, progress, memory, history, allowed actions) is fed;
+//! 5. the grammar built from the view constrains decoding to a valid [`NextMove`].
+//!
+//! `verify_done` reuses steps 2–3 and feeds the grader question: one forward pass beyond
+//! the reused prefix, then the [`GraderHead`] on the last hidden state.
+//!
+//! **Concurrency.** The model and its cache are one state: calls are served one at a time.
+//! A second call made while one runs waits for it (it does not fail). The model work runs on
+//! tokio's blocking pool, never on the async executor.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use candle_core::quantized::GgmlDType;
+use candle_core::Device;
+use cel_contracts::{AttemptRecord, DoneVerdict, NextMove, PlanProducer, PlanningView};
+use tokenizers::Tokenizer;
+
+use crate::decode::{
+    decode_move, DecodeOptions, Grammar, GrammarEngine, GrammarOptions, MoveSpec, Sampling,
+    TokenEnv,
+};
+use crate::error::{Error, Result};
+use crate::image::{preprocess_bytes, PreprocessConfig};
+use crate::model::qwen3_vl::Qwen3Vl;
+use crate::model::weights::{LoadOptions, ModelSource};
+use crate::model::{EncodedImage, VisionLanguageModel};
+use crate::planner::clarify::clarify_question;
+use crate::planner::grader::GraderHead;
+use crate::planner::prompt::{PromptRenderer, TaskInput};
+use crate::tokenizer::{load_tokenizer, tokenizer_from_gguf};
+
+/// Where the model runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeviceChoice {
+    /// CUDA if this build has it and a GPU answers, else Metal likewise, else the CPU.
+    #[default]
+    Auto,
+    /// The CPU.
+    Cpu,
+    /// CUDA GPU number `n` (needs `--features cuda`).
+    Cuda(usize),
+    /// The Metal GPU (needs `--features metal`).
+    Metal,
+}
+
+impl std::str::FromStr for DeviceChoice {
+    type Err = Error;
+
+    /// `auto`, `cpu`, `cuda`, `cuda:N` or `metal`.
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "auto" => Ok(DeviceChoice::Auto),
+            "cpu" => Ok(DeviceChoice::Cpu),
+            "cuda" => Ok(DeviceChoice::Cuda(0)),
+            "metal" => Ok(DeviceChoice::Metal),
+            _ => s
+                .strip_prefix("cuda:")
+                .and_then(|n| n.parse().ok())
+                .map(DeviceChoice::Cuda)
+                .ok_or_else(|| Error::Device {
+                    device: s.to_string(),
+                    reason: "expected auto, cpu, cuda, cuda:N or metal".into(),
+                }),
+        }
+    }
+}
+
+impl DeviceChoice {
+    /// The candle device, or [`Error::Device`] saying why it cannot be had.
+    pub fn resolve(self) -> Result<Device> {
+        let unavailable = |device: String, e: candle_core::Error| Error::Device {
+            device,
+            reason: e.to_string(),
+        };
+        match self {
+            DeviceChoice::Cpu => Ok(Device::Cpu),
+            DeviceChoice::Cuda(n) => {
+                Device::new_cuda(n).map_err(|e| unavailable(format!("cuda:{n}"), e))
+            }
+            DeviceChoice::Metal => Device::new_metal(0).map_err(|e| unavailable("metal".into(), e)),
+            DeviceChoice::Auto => {
+                if candle_core::utils::cuda_is_available() {
+                    if let Ok(device) = Device::new_cuda(0) {
+                        return Ok(device);
+                    }
+                }
+                if candle_core::utils::metal_is_available() {
+                    if let Ok(device) = Device::new_metal(0) {
+                        return Ok(device);
+                    }
+                }
+                Ok(Device::Cpu)
+            }
+        }
+    }
+}
+
+/// Everything a [`LocalPlanner`] is built from. [`PlannerOptions::new`] gives the defaults.
+#[derive(Debug, Clone)]
+pub struct PlannerOptions {
+    /// The model's files.
+    pub source: ModelSource,
+    /// Where it runs. Default: [`DeviceChoice::Auto`].
+    pub device: DeviceChoice,
+    /// Quantize a safetensors model while loading (Q8_0, Q6K, Q5K, Q4K). Default: none.
+    pub quantize: Option<GgmlDType>,
+    /// Most visual tokens per screenshot. Default: the model's `preprocessor_config.json`,
+    /// else [`crate::image::DEFAULT_MAX_TOKENS`].
+    pub max_visual_tokens: Option<usize>,
+    /// Sampling and the token budget. Default: greedy, 1,024 tokens.
+    pub decode: DecodeOptions,
+    /// Which actions the caller's runtime executes, and whether `xy:` targets are allowed.
+    pub grammar: GrammarOptions,
+    /// `verify_done` accepts when the grader's probability is at least this. Default 0.5.
+    pub grader_threshold: f32,
+    /// A trained grader head (safetensors); default: zero-shot from the LM head.
+    pub grader_head: Option<PathBuf>,
+}
+
+impl PlannerOptions {
+    /// The defaults, for the model at `source`.
+    pub fn new(source: ModelSource) -> Self {
+        PlannerOptions {
+            source,
+            device: DeviceChoice::Auto,
+            quantize: None,
+            max_visual_tokens: None,
+            decode: DecodeOptions::default(),
+            grammar: GrammarOptions::default(),
+            grader_threshold: 0.5,
+            grader_head: None,
+        }
+    }
+
+    /// Sample with `temperature` and nucleus `top_p`, seeded, instead of greedy decoding.
+    pub fn with_sampling(mut self, temperature: f32, top_p: f32, seed: u64) -> Self {
+        self.decode.sampling = Sampling::TopP {
+            temperature,
+            top_p,
+            seed,
+        };
+        self
+    }
+}
+
+/// What [`LocalPlanner::load`] loaded.
+#[derive(Debug, Clone)]
+pub struct LoadReport {
+    /// The model's files and architecture, in words.
+    pub model: String,
+    /// Weight format: stored types, or the quantize-at-load type.
+    pub quant: String,
+    /// The device, in words.
+    pub device: String,
+    /// Wall time of the whole load.
+    pub load_time: Duration,
+}
+
+/// Counters and timings of one turn (`decide_next` or `verify_done`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TurnStats {
+    /// Prompt tokens whose KV was reused from an earlier turn.
+    pub prefill_reused: usize,
+    /// Prompt tokens fed this turn.
+    pub prefill_new: usize,
+    /// Tokens generated (sampled + forced).
+    pub generated: usize,
+    /// Generated tokens the grammar forced.
+    pub forced: usize,
+    /// Model forward passes this turn (prefill runs and decode steps).
+    pub forward_passes: usize,
+    /// Whether the vision tower ran this turn.
+    pub image_encoded: bool,
+    /// Screenshot decode and preprocessing.
+    pub preprocess: Duration,
+    /// Vision tower.
+    pub vision: Duration,
+    /// Prompt prefill.
+    pub prefill: Duration,
+    /// Decode steps in the model.
+    pub decode: Duration,
+    /// Grammar compile, masks and commits.
+    pub grammar: Duration,
+    /// The whole turn.
+    pub total: Duration,
+}
+
+impl TurnStats {
+    /// Share of generated tokens that were forced.
+    pub fn forced_share(&self) -> f64 {
+        if self.generated == 0 {
+            0.0
+        } else {
+            self.forced as f64 / self.generated as f64
+        }
+    }
+}
+
+/// The offline planner: a local Qwen3-VL model behind [`PlanProducer`].
+pub struct LocalPlanner {
+    engine: Arc<Mutex<Engine>>,
+    report: LoadReport,
+}
+
+impl std::fmt::Debug for LocalPlanner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalPlanner")
+            .field("report", &self.report)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LocalPlanner {
+    /// Load the model, its tokenizer and preprocessing, and build the grader head.
+    pub fn load(options: &PlannerOptions) -> Result<Self> {
+        let start = Instant::now();
+        let device = options.device.resolve()?;
+        let model = Qwen3Vl::load(&LoadOptions {
+            source: options.source.clone(),
+            quantize: options.quantize,
+            device: device.clone(),
+            dtype: None,
+        })?;
+        let (tokenizer, preprocess) = match &options.source {
+            ModelSource::Safetensors { dir } => {
+                let json = dir.join("tokenizer.json");
+                let path = if json.is_file() {
+                    json
+                } else {
+                    dir.join("tokenizer.json.gz")
+                };
+                (
+                    load_tokenizer(&path)?,
+                    PreprocessConfig::for_model_dir(dir)?,
+                )
+            }
+            ModelSource::Gguf { text, .. } => {
+                let mut file = std::fs::File::open(text).map_err(|e| Error::io(text, e))?;
+                let content = candle_core::quantized::gguf_file::Content::read(&mut file)
+                    .map_err(|e| Error::model_file(text, e.to_string()))?;
+                (
+                    tokenizer_from_gguf(&content, text)?,
+                    PreprocessConfig::default(),
+                )
+            }
+        };
+        model.check_tokenizer(&tokenizer)?;
+        let quant = match options.quantize {
+            Some(q) => format!("{q:?} (quantized at load)"),
+            None => "as stored".to_string(),
+        };
+        let model_description = format!("{model:?}");
+        let mut planner = Self::from_parts(Box::new(model), tokenizer, preprocess, options)?;
+        planner.report = LoadReport {
+            model: model_description,
+            quant,
+            device: format!("{device:?}"),
+            load_time: start.elapsed(),
+        };
+        tracing::info!(report = ?planner.report, "planner loaded");
+        Ok(planner)
+    }
+
+    /// A planner over any model (a scripted test double, a model loaded elsewhere).
+    pub fn from_parts(
+        model: Box<dyn VisionLanguageModel>,
+        tokenizer: Tokenizer,
+        mut preprocess: PreprocessConfig,
+        options: &PlannerOptions,
+    ) -> Result<Self> {
+        if let Some(tokens) = options.max_visual_tokens {
+            preprocess = preprocess.with_max_tokens(tokens);
+        }
+        preprocess.validate()?;
+        if !(0.0..=1.0).contains(&options.grader_threshold) {
+            return Err(Error::InvalidInput(format!(
+                "grader threshold {} is not a probability",
+                options.grader_threshold
+            )));
+        }
+        let env = TokenEnv::from_tokenizer(&tokenizer, model.vocab_size())?;
+        let renderer = PromptRenderer::new(tokenizer)?;
+        let grader = match &options.grader_head {
+            Some(path) => GraderHead::load(path, model.hidden_size(), model.device())?,
+            None => GraderHead::zero_shot(model.as_ref(), &renderer)?,
+        };
+        let engine = Engine {
+            model,
+            renderer,
+            env,
+            preprocess,
+            grader,
+            decode: options.decode.clone(),
+            grammar: options.grammar.clone(),
+            threshold: options.grader_threshold,
+            system_len: None,
+            screen: None,
+            image: None,
+            last_stats: TurnStats::default(),
+        };
+        Ok(LocalPlanner {
+            engine: Arc::new(Mutex::new(engine)),
+            report: LoadReport {
+                model: "caller-supplied model".into(),
+                quant: "as supplied".into(),
+                device: String::new(),
+                load_time: Duration::ZERO,
+            },
+        })
+    }
+
+    /// What was loaded.
+    pub fn report(&self) -> &LoadReport {
+        &self.report
+    }
+
+    /// `decide_next`, blocking, with the turn's stats.
+    pub fn plan(&self, turn: &Turn<'_>) -> Result<(NextMove, TurnStats)> {
+        run_decide(&self.engine, turn)
+    }
+
+    /// `verify_done`, blocking, with the turn's stats.
+    pub fn verify(&self, turn: &Turn<'_>, summary: &str) -> Result<(DoneVerdict, TurnStats)> {
+        run_verify(&self.engine, turn, summary)
+    }
+
+    /// The stats of the last turn served.
+    pub fn last_stats(&self) -> Result<TurnStats> {
+        Ok(lock(&self.engine)?.last_stats.clone())
+    }
+
+    /// Positions currently in the model's KV cache.
+    pub fn cache_len(&self) -> Result<usize> {
+        Ok(lock(&self.engine)?.model.cache_len())
+    }
+}
+
+fn lock(engine: &Mutex<Engine>) -> Result<std::sync::MutexGuard<'_, Engine>> {
+    // A panic inside a turn poisons the lock; the cache may then be half-fed, so the planner
+    // refuses to go on rather than plan from a corrupt prefix.
+    engine
+        .lock()
+        .map_err(|_| Error::InvalidInput("an earlier turn panicked; reload the planner".into()))
+}
+
+fn run_decide(engine: &Mutex<Engine>, turn: &Turn<'_>) -> Result<(NextMove, TurnStats)> {
+    let mut engine = lock(engine)?;
+    let result = engine.decide(turn);
+    log_turn("decide_next", &engine.last_stats);
+    result.map(|mv| (mv, engine.last_stats.clone()))
+}
+
+fn run_verify(
+    engine: &Mutex<Engine>,
+    turn: &Turn<'_>,
+    summary: &str,
+) -> Result<(DoneVerdict, TurnStats)> {
+    let mut engine = lock(engine)?;
+    let result = engine.verify(turn, summary);
+    log_turn("verify_done", &engine.last_stats);
+    result.map(|v| (v, engine.last_stats.clone()))
+}
+
+fn log_turn(kind: &str, s: &TurnStats) {
+    tracing::info!(
+        turn = kind,
+        prefill_reused = s.prefill_reused,
+        prefill_new = s.prefill_new,
+        generated = s.generated,
+        forced_share = s.forced_share(),
+        forward_passes = s.forward_passes,
+        preprocess_ms = s.preprocess.as_secs_f64() * 1e3,
+        vision_ms = s.vision.as_secs_f64() * 1e3,
+        prefill_ms = s.prefill.as_secs_f64() * 1e3,
+        decode_ms = s.decode.as_secs_f64() * 1e3,
+        grammar_ms = s.grammar.as_secs_f64() * 1e3,
+        total_ms = s.total.as_secs_f64() * 1e3,
+        "turn"
+    );
+}
+
+/// The inputs of one turn, as `PlanProducer` passes them.
+#[derive(Debug, Clone, Copy)]
+pub struct Turn<'a> {
+    /// The user's goal.
+    pub goal: &'a str,
+    /// Every earlier attempt, oldest first.
+    pub history: &'a [AttemptRecord],
+    /// Data the runner has accumulated.
+    pub shared_memory: &'a serde_json::Value,
+    /// The budgeted view of the screen.
+    pub view: &'a PlanningView,
+    /// The screenshot, PNG or JPEG; `None` for a text-only turn.
+    pub screenshot: Option<&'a [u8]>,
+}
+
+/// The model and what its cache holds.
+struct Engine {
+    model: Box<dyn VisionLanguageModel>,
+    renderer: PromptRenderer,
+    env: TokenEnv,
+    preprocess: PreprocessConfig,
+    grader: GraderHead,
+    decode: DecodeOptions,
+    grammar: GrammarOptions,
+    threshold: f32,
+    /// Cache length after the system run, once it has been fed.
+    system_len: Option<usize>,
+    /// The screen run the cache holds after the system run, and the length after it.
+    screen: Option<(u64, usize)>,
+    /// The last screenshot encoded, by content hash.
+    image: Option<(u64, EncodedImage)>,
+    last_stats: TurnStats,
+}
+
+impl Engine {
+    fn decide(&mut self, turn: &Turn<'_>) -> Result<NextMove> {
+        let start = Instant::now();
+        self.last_stats = TurnStats::default();
+        if let Some(question) = clarify_question(turn.goal, turn.view) {
+            self.last_stats.total = start.elapsed();
+            return Ok(NextMove::Clarify { question });
+        }
+        let t = Instant::now();
+        let spec = MoveSpec::new(turn.view, &self.grammar)?;
+        let grammar = Grammar::for_move(&self.env, &spec, GrammarEngine::Lark)?;
+        self.last_stats.grammar += t.elapsed();
+        let allowed: Vec<&str> = spec.allowed_actions().iter().map(|a| a.tag()).collect();
+
+        self.prefill_screen(turn)?;
+        let task = self.renderer.task(&TaskInput {
+            goal: turn.goal,
+            history: turn.history,
+            shared_memory: turn.shared_memory,
+            view: turn.view,
+            allowed_actions: &allowed,
+        })?;
+        let t = Instant::now();
+        let logits = self.model.feed(&task, &[])?;
+        self.last_stats.prefill += t.elapsed();
+        self.last_stats.prefill_new += task.len();
+        self.last_stats.forward_passes += 1;
+
+        let decoded = decode_move(self.model.as_mut(), &logits, &grammar, &self.decode)?;
+        let d = &decoded.decoded.stats;
+        self.last_stats.generated = d.tokens;
+        self.last_stats.forced = d.forced_tokens;
+        self.last_stats.forward_passes += d.forward_calls;
+        self.last_stats.decode = d.model_time;
+        self.last_stats.grammar += d.grammar_time();
+        self.last_stats.total = start.elapsed();
+        Ok(decoded.next_move)
+    }
+
+    fn verify(&mut self, turn: &Turn<'_>, summary: &str) -> Result<DoneVerdict> {
+        let start = Instant::now();
+        self.last_stats = TurnStats::default();
+        self.prefill_screen(turn)?;
+        let question = self.renderer.grader_question(turn.goal, summary)?;
+        let t = Instant::now();
+        self.model.feed(&question, &[])?;
+        let hidden = self.model.last_hidden()?;
+        self.last_stats.prefill += t.elapsed();
+        self.last_stats.prefill_new += question.len();
+        self.last_stats.forward_passes += 1;
+        let verdict = self.grader.apply(&hidden)?.verdict(self.threshold);
+        self.last_stats.total = start.elapsed();
+        Ok(verdict)
+    }
+
+    /// Leave the cache holding system + screen runs for `turn`, computing only what changed.
+    fn prefill_screen(&mut self, turn: &Turn<'_>) -> Result<()> {
+        let (system_len, system_reused) = match self.system_len {
+            Some(len) if self.model.cache_len() >= len => (len, len),
+            _ => {
+                self.model.truncate(0)?;
+                self.screen = None;
+                let system = self.renderer.system()?;
+                let t = Instant::now();
+                self.model.feed(&system, &[])?;
+                self.last_stats.prefill += t.elapsed();
+                self.last_stats.prefill_new += system.len();
+                self.last_stats.forward_passes += 1;
+                self.system_len = Some(system.len());
+                (system.len(), 0)
+            }
+        };
+
+        let image = match turn.screenshot {
+            Some(bytes) => Some(self.encoded_image(bytes)?),
+            None => None,
+        };
+        let screen = self
+            .renderer
+            .screen(turn.view, image.as_ref().map(|(_, img)| img.n_tokens()))?;
+        let mut hasher = DefaultHasher::new();
+        screen.hash(&mut hasher);
+        image.as_ref().map(|(key, _)| *key).hash(&mut hasher);
+        let key = hasher.finish();
+
+        match self.screen {
+            Some((cached, len)) if cached == key && self.model.cache_len() >= len => {
+                self.model.truncate(len)?;
+                self.last_stats.prefill_reused = len;
+            }
+            _ => {
+                self.model.truncate(system_len)?;
+                self.screen = None;
+                let images: Vec<EncodedImage> = image.into_iter().map(|(_, img)| img).collect();
+                let t = Instant::now();
+                self.model.feed(&screen, &images)?;
+                self.last_stats.prefill += t.elapsed();
+                self.last_stats.prefill_reused = system_reused;
+                self.last_stats.prefill_new += screen.len();
+                self.last_stats.forward_passes += 1;
+                self.screen = Some((key, system_len + screen.len()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The encoded screenshot, from the last turn when the bytes are the same.
+    fn encoded_image(&mut self, bytes: &[u8]) -> Result<(u64, EncodedImage)> {
+        let mut hasher = DefaultHasher::new();
+        bytes.hash(&mut hasher);
+        let key = hasher.finish();
+        if let Some((cached, image)) = &self.image {
+            if *cached == key {
+                return Ok((key, image.clone()));
+            }
+        }
+        let t = Instant::now();
+        let pixels = preprocess_bytes(bytes, &self.preprocess)?;
+        self.last_stats.preprocess += t.elapsed();
+        let t = Instant::now();
+        let image = self.model.encode_image(&pixels)?;
+        self.last_stats.vision += t.elapsed();
+        self.last_stats.image_encoded = true;
+        self.image = Some((key, image.clone()));
+        Ok((key, image))
+    }
+}
+
+#[async_trait]
+impl PlanProducer for LocalPlanner {
+    async fn decide_next(
+        &self,
+        goal: &str,
+        history: &[AttemptRecord],
+        shared_memory: &serde_json::Value,
+        view: &PlanningView,
+        screenshot_png: Option<&[u8]>,
+    ) -> std::result::Result<NextMove, String> {
+        let engine = Arc::clone(&self.engine);
+        let (goal, history, memory, view) = (
+            goal.to_string(),
+            history.to_vec(),
+            shared_memory.clone(),
+            view.clone(),
+        );
+        let screenshot = screenshot_png.map(<[u8]>::to_vec);
+        tokio::task::spawn_blocking(move || {
+            run_decide(
+                &engine,
+                &Turn {
+                    goal: &goal,
+                    history: &history,
+                    shared_memory: &memory,
+                    view: &view,
+                    screenshot: screenshot.as_deref(),
+                },
+            )
+        })
+        .await
+        .map_err(|e| format!("planner task failed: {e}"))?
+        .map(|(mv, _)| mv)
+        .map_err(|e| e.to_string())
+    }
+
+    async fn verify_done(
+        &self,
+        goal: &str,
+        summary: &str,
+        shared_memory: &serde_json::Value,
+        view: &PlanningView,
+        screenshot_png: Option<&[u8]>,
+    ) -> std::result::Result<DoneVerdict, String> {
+        let engine = Arc::clone(&self.engine);
+        let (goal, summary, memory, view) = (
+            goal.to_string(),
+            summary.to_string(),
+            shared_memory.clone(),
+            view.clone(),
+        );
+        let screenshot = screenshot_png.map(<[u8]>::to_vec);
+        tokio::task::spawn_blocking(move || {
+            run_verify(
+                &engine,
+                &Turn {
+                    goal: &goal,
+                    history: &[],
+                    shared_memory: &memory,
+                    view: &view,
+                    screenshot: screenshot.as_deref(),
+                },
+                &summary,
+            )
+        })
+        .await
+        .map_err(|e| format!("planner task failed: {e}"))?
+        .map(|(v, _)| v)
+        .map_err(|e| e.to_string())
+    }
+}
