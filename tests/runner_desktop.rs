@@ -188,6 +188,13 @@ fn dry_run_executes_no_input_and_a_real_run_does() -> anyhow::Result<()> {
                             to_target_id: "xy:300,300".into(),
                         },
                     ),
+                    step("scroll down", PlannedAction::Scroll { dx: 0, dy: 2 }),
+                    step(
+                        "select all",
+                        PlannedAction::KeyCombo {
+                            keys: vec!["ctrl".into(), "a".into()],
+                        },
+                    ),
                 ],
             ),
             done("did it"),
@@ -197,7 +204,7 @@ fn dry_run_executes_no_input_and_a_real_run_does() -> anyhow::Result<()> {
     options.dry_run = true;
     let report = run_blocking(&mut runner(options)?, "click and type", &script())?;
     assert!(matches!(report.outcome, GoalOutcome::Succeeded { .. }));
-    assert_eq!(report.history.len(), 4);
+    assert_eq!(report.history.len(), 6);
     assert!(report
         .history
         .iter()
@@ -210,8 +217,15 @@ fn dry_run_executes_no_input_and_a_real_run_does() -> anyhow::Result<()> {
     // The same script for real: X sees the input, so the checks above can fail.
     let report = run_blocking(&mut runner(fast_options())?, "click and type", &script())?;
     assert!(matches!(report.outcome, GoalOutcome::Succeeded { .. }));
-    assert_eq!(events.wait_for_presses(2)?.len(), 2);
-    assert!(events.key_presses()? >= 6, "{}", events.text()?);
+    // Click, drag, and two wheel notches (button 5 is "down" in X).
+    let presses = events.wait_for_presses(4)?;
+    assert_eq!(presses.len(), 4, "{}", events.text()?);
+    let log = events.text()?;
+    // Two notches: a press and a release line each.
+    assert_eq!(log.matches("button 5,").count(), 4, "{log}");
+    // "hello" (5) + Return + Ctrl + a.
+    assert!(events.key_presses()? >= 8, "{log}");
+    assert!(log.contains("Control_L"), "{log}");
     Ok(())
 }
 

@@ -13,6 +13,9 @@
 //! gate ([`safety::check_step`]), which ends the run as [`GoalOutcome::Refused`]
 //! ([`EndReason::EndedOnRefusal`]) unless the goal confirms the step.
 //!
+//! Budgets are checked between steps and after each planner call: a `decide_next` in progress
+//! is not interrupted, so a slow planner can overrun `timeout_ms` by one call.
+//!
 //! Which actions run: `click`, `type`, `key`, `key_combo`, `scroll`, `drag`, `wait`, `select`,
 //! `extract` and nested `batch`. Targets are `xy:X,Y` points (0–1000 over the screenshot the
 //! planner saw, see [`coords`]) or element ids a caller's [`TargetResolver`] knows. Any other
@@ -388,7 +391,8 @@ impl Runner {
     /// Runs `goal` with `planner` until it ends.
     ///
     /// Returns `Err` only for setup failures: the first screenshot cannot be taken, or the trace
-    /// directory cannot be written. Everything after that ends in a [`RunReport`]. The future
+    /// directory cannot be written (a trace that fails mid-run also stops the run, rather than
+    /// leave the user without the record they asked for). Everything after that ends in a [`RunReport`]. The future
     /// blocks its thread while input is sent and the screen settles; drive it with `block_on`
     /// or on a dedicated thread.
     pub async fn run(
@@ -481,6 +485,8 @@ impl Runner {
         if let Some(end) = self.between_steps_check(state, goal, "observe the screen") {
             return (end, None);
         }
+        let turn_start = Instant::now();
+        let started_ms = state.start.elapsed().as_millis() as u64;
         let capture = match state.pending_capture.take() {
             Some(c) => c,
             None => match self.desktop.capture() {
@@ -508,9 +514,10 @@ impl Runner {
         let view = self.build_view(goal, &capture, state.steps_used);
         let mut record = TurnRecord {
             turn: state.turns,
-            started_ms: state.start.elapsed().as_millis() as u64,
+            started_ms,
             screenshot: None,
             screenshot_size: Some((capture.image.width(), capture.image.height())),
+            observe_ms: turn_start.elapsed().as_millis() as u64,
             view: view.clone(),
             decide_ms: 0,
             next_move: None,
