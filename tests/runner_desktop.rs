@@ -376,6 +376,24 @@ fn budgets_end_runs_as_failed_and_say_which() -> anyhow::Result<()> {
         "{r:?}"
     );
 
+    // A planner that keeps claiming done against a grader that keeps rejecting it.
+    let mut options = fast_options();
+    options.limits.max_steps = 3;
+    let no = DoneVerdict {
+        verified: false,
+        reason: "not done".into(),
+        next_action_hint: None,
+    };
+    let planner = ScriptedPlanner::forever(done("done?")).with_verdicts(vec![no; 10]);
+    let report = run_blocking(&mut runner(options)?, "idle", &planner)?;
+    assert_eq!(
+        report.end,
+        EndReason::BudgetExhausted {
+            budget: Budget::MaxSteps
+        }
+    );
+    assert_eq!(report.turns, 4);
+
     // timeout_ms.
     let mut options = fast_options();
     options.limits.timeout_ms = 700;

@@ -11,7 +11,8 @@
 //! [`RunLimits`], `dry_run`, `confirm` (a [`ConfirmPrompt`] per batch), the top-left-corner
 //! fail-safe and the Ctrl-C [`StopFlag`] (both checked between steps), and the destructive-step
 //! gate ([`safety::check_step`]), which ends the run as [`GoalOutcome::Refused`]
-//! ([`EndReason::EndedOnRefusal`]) unless the goal confirms the step.
+//! ([`EndReason::EndedOnRefusal`]) unless the goal confirms the step. The gate applies in a dry
+//! run too, so a dry run shows what a real run would refuse.
 //!
 //! Budgets are checked between steps and after each planner call: a `decide_next` in progress
 //! is not interrupted, so a slow planner can overrun `timeout_ms` by one call.
@@ -644,8 +645,10 @@ impl Runner {
         }
         // A rejected claim is an attempt like any other: the planner sees it with the hint,
         // and it counts against max_steps so a planner that keeps claiming done cannot loop.
+        let claim = format!("claim the goal is done: {summary}");
+        let budget_end = self.max_steps_check(state, goal, &claim);
         state.history.push(AttemptRecord {
-            step_purpose: format!("claim the goal is done: {summary}"),
+            step_purpose: claim,
             action: PlannedAction::Done {
                 summary: summary.clone(),
                 evidence_ids: vec![],
@@ -655,6 +658,9 @@ impl Runner {
             data: Value::Null,
             next_action_hint: verdict.next_action_hint,
         });
+        if let Some(end) = budget_end {
+            return end;
+        }
         state.steps_used += 1;
         TurnEnd::Continue
     }
@@ -673,6 +679,9 @@ impl Runner {
     ) -> TurnEnd {
         observer.on_batch(state.turns, purpose, steps);
         if steps.is_empty() {
+            if let Some(end) = self.max_steps_check(state, purpose, "empty batch") {
+                return end;
+            }
             state.history.push(AttemptRecord {
                 step_purpose: purpose.to_string(),
                 action: PlannedAction::Batch { actions: vec![] },
@@ -682,9 +691,7 @@ impl Runner {
                 next_action_hint: None,
             });
             state.steps_used += 1;
-            return self
-                .max_steps_check(state, purpose, "empty batch")
-                .unwrap_or(TurnEnd::Continue);
+            return TurnEnd::Continue;
         }
         if self.options.confirm && !self.options.dry_run {
             let question = format!(
