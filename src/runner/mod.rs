@@ -336,6 +336,15 @@ struct RunState {
     geometry: Option<ScreenGeometry>,
 }
 
+/// What one turn works from: the goal, the planner, and what it observed.
+struct TurnInput<'a> {
+    goal: &'a str,
+    planner: &'a dyn PlanProducer,
+    view: &'a PlanningView,
+    geometry: ScreenGeometry,
+    png: &'a [u8],
+}
+
 /// A failed step, before it becomes a [`StepResult::Err`].
 struct StepError {
     message: String,
@@ -442,8 +451,12 @@ impl Runner {
             let (end, record) = self
                 .turn(goal, planner, observer, &mut state, trace.as_mut())
                 .await;
-            if let (Some(t), Some(rec)) = (trace.as_mut(), record) {
-                t.write_turn(&rec)?;
+            match (trace.as_mut(), record) {
+                (Some(t), Some(rec)) => t.write_turn(&rec)?,
+                (_, Some(_)) => {}
+                // The turn ended before it observed anything: it does not count as a turn, so
+                // `turns` matches the trace's lines.
+                (_, None) => state.turns -= 1,
             }
             if let TurnEnd::Finish(outcome, end) = end {
                 break (outcome, end);
@@ -561,6 +574,13 @@ impl Runner {
             return (end, Some(record));
         }
 
+        let input = TurnInput {
+            goal,
+            planner,
+            view: &view,
+            geometry: capture.geometry,
+            png: &png,
+        };
         let end = match mv {
             NextMove::Clarify { question } => TurnEnd::Finish(
                 GoalOutcome::Refused { summary: question },
@@ -575,45 +595,38 @@ impl Runner {
                 extracted_data,
             } => {
                 self.on_done(
-                    goal,
-                    planner,
+                    &input,
                     observer,
                     state,
-                    &view,
-                    &png,
+                    &mut record,
                     summary,
                     extracted_data,
-                    &mut record,
                 )
                 .await
             }
-            NextMove::Batch { purpose, steps } => self.run_batch(
-                goal,
-                observer,
-                state,
-                &view,
-                &capture,
-                &purpose,
-                &steps,
-                &mut record,
-            ),
+            NextMove::Batch { purpose, steps } => {
+                self.run_batch(&input, observer, state, &mut record, &purpose, &steps)
+            }
         };
         (end, Some(record))
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn on_done(
         &mut self,
-        goal: &str,
-        planner: &dyn PlanProducer,
+        input: &TurnInput<'_>,
         observer: &mut dyn RunObserver,
         state: &mut RunState,
-        view: &PlanningView,
-        png: &[u8],
+        record: &mut TurnRecord,
         summary: String,
         extracted_data: Value,
-        record: &mut TurnRecord,
     ) -> TurnEnd {
+        let TurnInput {
+            goal,
+            planner,
+            view,
+            png,
+            ..
+        } = *input;
         let t0 = Instant::now();
         let verdict = planner
             .verify_done(goal, &summary, &state.memory, view, Some(png))
@@ -665,18 +678,21 @@ impl Runner {
         TurnEnd::Continue
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn run_batch(
         &mut self,
-        goal: &str,
+        input: &TurnInput<'_>,
         observer: &mut dyn RunObserver,
         state: &mut RunState,
-        view: &PlanningView,
-        capture: &Capture,
+        record: &mut TurnRecord,
         purpose: &str,
         steps: &[Step],
-        record: &mut TurnRecord,
     ) -> TurnEnd {
+        let TurnInput {
+            goal,
+            view,
+            geometry,
+            ..
+        } = *input;
         observer.on_batch(state.turns, purpose, steps);
         if steps.is_empty() {
             if let Some(end) = self.max_steps_check(state, purpose, "empty batch") {
@@ -780,7 +796,7 @@ impl Runner {
                     }
                 } else {
                     any_input = true;
-                    match self.execute(&step.action, view, &capture.geometry, state) {
+                    match self.execute(&step.action, view, &geometry, state) {
                         Ok(data) => StepResult::Ok {
                             data,
                             discovered_sub_goal: None,
