@@ -14,6 +14,19 @@
 //! ([`EndReason::EndedOnRefusal`]) unless the goal confirms the step. The gate applies in a dry
 //! run too, so a dry run shows what a real run would refuse.
 //!
+//! ```no_run
+//! use sightline::runner::{NoopObserver, ReplayPlanner, RunOptions, Runner, XDesktop};
+//!
+//! # async fn demo() -> sightline::Result<()> {
+//! let planner = ReplayPlanner::from_path("moves.jsonl".as_ref())?;
+//! let desktop = XDesktop::open(None)?; // the primary monitor of $DISPLAY
+//! let mut runner = Runner::new(Box::new(desktop), RunOptions::default());
+//! let report = runner.run("open the settings", &planner, &mut NoopObserver).await?;
+//! println!("{:?} after {} steps", report.outcome, report.steps_used);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Budgets are checked between steps and after each planner call: a `decide_next` in progress
 //! is not interrupted, so a slow planner can overrun `timeout_ms` by one call.
 //!
