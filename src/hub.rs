@@ -12,6 +12,16 @@
 //!   `mmproj*.gguf` lies next to it. A directory with both prefers the GGUF pair; name
 //!   `config.json` to choose the safetensors checkpoint.
 //!
+//! ```no_run
+//! use sightline::hub::{resolve_model, ModelFiles};
+//!
+//! let model = resolve_model("qwen3-vl-2b")?; // downloads on first use, cached afterwards
+//! if let ModelFiles::Gguf { model: text, mmproj, .. } = &model.files {
+//!     println!("{} + {}, {} visual tokens", text.display(), mmproj.display(), model.visual_token_budget);
+//! }
+//! # Ok::<(), sightline::Error>(())
+//! ```
+//!
 //! Files come from the cache when present. With `HF_HUB_OFFLINE=1` nothing is fetched, and a
 //! missing file is an [`Error::Hub`] that names the repo and the file to fetch. `HF_HOME` moves
 //! the cache, `HF_ENDPOINT` the Hub, as for every Hugging Face tool.

@@ -82,3 +82,31 @@ fn pull_offline_with_empty_cache_fails_naming_repo_and_file() -> anyhow::Result<
     assert_eq!(code, exit_code::USAGE, "{out}");
     Ok(())
 }
+
+#[test]
+fn info_on_an_uncached_repo_says_so_and_on_a_local_path_lists_its_files() -> anyhow::Result<()> {
+    let cache = tempfile::tempdir()?;
+    let hub = empty_offline_hub(cache.path());
+    let (code, out) = run(
+        ModelsCommand::Info {
+            id: "someone/Other-VL-GGUF".into(),
+        },
+        &hub,
+    );
+    assert_eq!(code, exit_code::SUCCESS, "{out}");
+    assert!(
+        out.contains("not (completely) cached")
+            && out.contains("models pull someone/Other-VL-GGUF"),
+        "{out}"
+    );
+    let tiny = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/fixtures/tiny-b");
+    let (code, out) = run(
+        ModelsCommand::Info {
+            id: tiny.display().to_string(),
+        },
+        &hub,
+    );
+    assert_eq!(code, exit_code::SUCCESS, "{out}");
+    assert!(out.contains("mmproj") && out.contains(".gguf"), "{out}");
+    Ok(())
+}

@@ -175,6 +175,15 @@ fn model_runs_through_the_planner_factory_and_fail_clearly_without_one() -> anyh
     let (code, out) = run_cli(&args, Some(&factory), StopFlag::new());
     assert_eq!(code, exit_code::SUCCESS, "{out}");
     assert!(out.contains("local path"), "{out}");
+
+    // A model that cannot be resolved is a setup error naming it.
+    let args = parse(&["--model", "./missing-model-dir", "press it"])?;
+    let (code, out) = run_cli(&args, Some(&factory), StopFlag::new());
+    assert_eq!(code, exit_code::USAGE_OR_SETUP, "{out}");
+    assert!(
+        out.contains("missing-model-dir") && out.contains("does not exist"),
+        "{out}"
+    );
     Ok(())
 }
 

@@ -188,6 +188,13 @@ fn dry_run_executes_no_input_and_a_real_run_does() -> anyhow::Result<()> {
                             to_target_id: "xy:300,300".into(),
                         },
                     ),
+                    step("scroll down", PlannedAction::Scroll { dx: 0, dy: 2 }),
+                    step(
+                        "select all",
+                        PlannedAction::KeyCombo {
+                            keys: vec!["ctrl".into(), "a".into()],
+                        },
+                    ),
                 ],
             ),
             done("did it"),
@@ -197,7 +204,7 @@ fn dry_run_executes_no_input_and_a_real_run_does() -> anyhow::Result<()> {
     options.dry_run = true;
     let report = run_blocking(&mut runner(options)?, "click and type", &script())?;
     assert!(matches!(report.outcome, GoalOutcome::Succeeded { .. }));
-    assert_eq!(report.history.len(), 4);
+    assert_eq!(report.history.len(), 6);
     assert!(report
         .history
         .iter()
@@ -210,8 +217,15 @@ fn dry_run_executes_no_input_and_a_real_run_does() -> anyhow::Result<()> {
     // The same script for real: X sees the input, so the checks above can fail.
     let report = run_blocking(&mut runner(fast_options())?, "click and type", &script())?;
     assert!(matches!(report.outcome, GoalOutcome::Succeeded { .. }));
-    assert_eq!(events.wait_for_presses(2)?.len(), 2);
-    assert!(events.key_presses()? >= 6, "{}", events.text()?);
+    // Click, drag, and two wheel notches (button 5 is "down" in X).
+    let presses = events.wait_for_presses(4)?;
+    assert_eq!(presses.len(), 4, "{}", events.text()?);
+    let log = events.text()?;
+    // Two notches: a press and a release line each.
+    assert_eq!(log.matches("button 5,").count(), 4, "{log}");
+    // "hello" (5) + Return + Ctrl + a.
+    assert!(events.key_presses()? >= 8, "{log}");
+    assert!(log.contains("Control_L"), "{log}");
     Ok(())
 }
 
@@ -361,6 +375,24 @@ fn budgets_end_runs_as_failed_and_say_which() -> anyhow::Result<()> {
             .is_some_and(|a| a.contains("max_steps (3")),
         "{r:?}"
     );
+
+    // A planner that keeps claiming done against a grader that keeps rejecting it.
+    let mut options = fast_options();
+    options.limits.max_steps = 3;
+    let no = DoneVerdict {
+        verified: false,
+        reason: "not done".into(),
+        next_action_hint: None,
+    };
+    let planner = ScriptedPlanner::forever(done("done?")).with_verdicts(vec![no; 10]);
+    let report = run_blocking(&mut runner(options)?, "idle", &planner)?;
+    assert_eq!(
+        report.end,
+        EndReason::BudgetExhausted {
+            budget: Budget::MaxSteps
+        }
+    );
+    assert_eq!(report.turns, 4);
 
     // timeout_ms.
     let mut options = fast_options();
@@ -524,6 +556,131 @@ fn planner_terminals_unexecutable_actions_rejections_and_declines() -> anyhow::R
     let report = run_blocking(&mut r, "click", &planner)?;
     assert_eq!(report.end, EndReason::Declined);
     assert_eq!(pointer()?, (640, 400));
+
+    // An accepted batch runs; the question names the batch and its steps.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let planner = ScriptedPlanner::new(vec![
+        batch("click", vec![step("click", click("xy:100,100"))]),
+        done("clicked"),
+    ]);
+    let mut options = fast_options();
+    options.confirm = true;
+    let mut r = runner(options)?.with_prompt(Box::new(RecordingPrompt(tx)));
+    let report = run_blocking(&mut r, "click", &planner)?;
+    assert_eq!(report.end, EndReason::Succeeded);
+    let question = rx.try_recv()?;
+    assert!(
+        question.contains("\"click\"") && question.contains("click xy:100,100"),
+        "{question}"
+    );
+    assert_eq!(pointer()?, (128, 80));
+    Ok(())
+}
+
+/// Accepts every batch and reports the question.
+struct RecordingPrompt(std::sync::mpsc::Sender<String>);
+
+impl sightline::runner::ConfirmPrompt for RecordingPrompt {
+    fn confirm(&mut self, question: &str) -> sightline::Result<bool> {
+        let _ = self.0.send(question.to_string());
+        Ok(true)
+    }
+}
+
+/// Resolves `btn:` element ids to fixed points, as an accessibility backend would.
+struct ButtonResolver;
+
+impl sightline::runner::TargetResolver for ButtonResolver {
+    fn resolve(
+        &self,
+        target_id: &str,
+        view: &cel_contracts::PlanningView,
+        geometry: &sightline::runner::ScreenGeometry,
+    ) -> sightline::Result<InputPoint> {
+        match target_id {
+            "btn:ok" => Ok(InputPoint { x: 321, y: 123 }),
+            other => sightline::runner::XyResolver.resolve(other, view, geometry),
+        }
+    }
+}
+
+#[test]
+fn element_ids_need_a_resolver_and_ctrl_c_stops_between_steps() -> anyhow::Result<()> {
+    let _x = x11_lock();
+    if !tools_available(TOOLS)? {
+        return Ok(());
+    }
+    let _xvfb = Xvfb::start(1280, 800)?;
+    let dir = tempfile::tempdir()?;
+    let events = RootEvents::start(dir.path())?;
+    let ok_button = cel_contracts::PlanningElement {
+        id: "btn:ok".into(),
+        element_type: "button".into(),
+        label: Some("OK".into()),
+        value: None,
+        state: Default::default(),
+        clickable: true,
+        settable: false,
+        select_options: None,
+    };
+    let script = || {
+        ScriptedPlanner::new(vec![
+            batch("press OK", vec![step("click OK", click("btn:ok"))]),
+            done("pressed"),
+        ])
+    };
+    let mut options = fast_options();
+    options.elements = vec![ok_button];
+
+    // The default runner knows only xy: points: a clear, non-recoverable error.
+    let report = run_blocking(&mut runner(options.clone())?, "press OK", &script())?;
+    assert_eq!(report.end, EndReason::StepFailed);
+    let GoalOutcome::Failed(r) = &report.outcome else {
+        anyhow::bail!("expected Failed, got {:?}", report.outcome);
+    };
+    assert!(
+        r.attempts[0].contains("elements carry no screen bounds"),
+        "{r:?}"
+    );
+
+    // With a resolver, the element's point is clicked, and the view carried the element.
+    let planner = script();
+    let mut r = runner(options)?.with_resolver(Box::new(ButtonResolver));
+    let report = run_blocking(&mut r, "press OK", &planner)?;
+    assert_eq!(report.end, EndReason::Succeeded);
+    assert_eq!(events.wait_for_presses(1)?, vec![(321, 123)]);
+    let seen = planner.seen.lock().map_err(|e| anyhow::anyhow!("{e}"))?;
+    assert_eq!(seen[0].view.elements[0].id, "btn:ok");
+    drop(seen);
+
+    // Ctrl-C (the stop flag) while a step runs: the step ends (a wait is cut short), the next
+    // step never runs.
+    let stop = sightline::runner::StopFlag::new();
+    let stop_later = stop.clone();
+    let planner = ScriptedPlanner::new(vec![batch(
+        "wait then click",
+        vec![
+            step("wait", wait(2_000)),
+            step("click", click("xy:700,700")),
+        ],
+    )])
+    .with_hook(move |_| {
+        let s = stop_later.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            s.request_stop();
+        });
+    });
+    let mut r = runner(fast_options())?.with_stop_flag(stop);
+    let t0 = std::time::Instant::now();
+    let report = run_blocking(&mut r, "wait and click", &planner)?;
+    assert_eq!(report.end, EndReason::Interrupted);
+    assert!(
+        t0.elapsed() < Duration::from_millis(1_500),
+        "the wait was not cut short"
+    );
+    assert_eq!(report.history.len(), 1, "{:?}", report.history);
+    assert_eq!(events.button_presses()?.len(), 1, "no click after Ctrl-C");
     Ok(())
 }
 
@@ -623,5 +780,15 @@ fn missing_display_is_a_clear_setup_error() -> anyhow::Result<()> {
     }
     let err = result.err().context("opened a desktop without a display")?;
     assert!(err.to_string().contains("no display"), "{err}");
+
+    // A display nobody serves: the input backend says so, naming the display.
+    let err = sightline::runner::EnigoInput::connect(Some(":987"))
+        .err()
+        .context("connected to a display that does not exist")?;
+    let text = err.to_string();
+    assert!(
+        text.contains("input backend unavailable") && text.contains(":987"),
+        "{text}"
+    );
     Ok(())
 }

@@ -177,10 +177,21 @@ fn info(hub: &Hub, id: &str, out: &mut dyn Write) -> sightline::Result<()> {
             let _ = writeln!(out, "cache: {}", hub.cache_dir().display());
             Ok(())
         }
-        spec => {
-            // Repos and local paths: show what resolves without touching the network.
-            let model = hub.clone().with_offline(true).resolve(id, &spec)?;
+        ModelSpec::Local(path) => {
+            let model = hub.resolve(id, &ModelSpec::Local(path))?;
             print_files(out, &model);
+            Ok(())
+        }
+        spec => {
+            // A repo: show what the cache holds, without touching the network.
+            match hub.clone().with_offline(true).resolve(id, &spec) {
+                Ok(model) => print_files(out, &model),
+                Err(e) => {
+                    let _ = writeln!(out, "{id}: not (completely) cached: {e}");
+                    let _ = writeln!(out, "fetch it with `sightline models pull {id}`");
+                }
+            }
+            let _ = writeln!(out, "cache: {}", hub.cache_dir().display());
             Ok(())
         }
     }

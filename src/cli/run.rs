@@ -169,14 +169,14 @@ fn setup_and_run(
                 Some(m) => m.clone(),
                 None => hub::default_manifest()?.id,
             };
-            let model = hub::resolve_model(&spec)?;
+            // Checked before resolving, which may download gigabytes.
             let Some(factory) = model_planner else {
                 anyhow::bail!(
-                    "model {spec} resolved ({}), but this build has no local model planner yet; \
-                     use --replay FILE.jsonl",
-                    model.source
+                    "--model {spec}: this build has no local model planner yet; use --replay \
+                     FILE.jsonl"
                 );
             };
+            let model = hub::resolve_model(&spec)?;
             let label = format!("{} ({})", spec, model.source);
             let planner = factory(&PlannerRequest {
                 model,

@@ -28,11 +28,20 @@ impl Capture {
     }
 }
 
-/// Encodes an RGBA image as PNG.
+/// Encodes an RGBA image as PNG, favouring speed over size: the PNG is handed to a local
+/// planner (and written to traces), never sent over a network, and encoding sits on every turn's
+/// path.
 pub fn encode_png(image: &RgbaImage) -> Result<Vec<u8>> {
+    use image::codecs::png::{CompressionType, FilterType, PngEncoder};
+    use image::ImageEncoder;
     let mut out = Cursor::new(Vec::new());
-    image
-        .write_to(&mut out, image::ImageFormat::Png)
+    PngEncoder::new_with_quality(&mut out, CompressionType::Fast, FilterType::Sub)
+        .write_image(
+            image.as_raw(),
+            image.width(),
+            image.height(),
+            image::ExtendedColorType::Rgba8,
+        )
         .map_err(|e| Error::Image(format!("encoding the screenshot as PNG: {e}")))?;
     Ok(out.into_inner())
 }

@@ -11,7 +11,24 @@
 //! [`RunLimits`], `dry_run`, `confirm` (a [`ConfirmPrompt`] per batch), the top-left-corner
 //! fail-safe and the Ctrl-C [`StopFlag`] (both checked between steps), and the destructive-step
 //! gate ([`safety::check_step`]), which ends the run as [`GoalOutcome::Refused`]
-//! ([`EndReason::EndedOnRefusal`]) unless the goal confirms the step.
+//! ([`EndReason::EndedOnRefusal`]) unless the goal confirms the step. The gate applies in a dry
+//! run too, so a dry run shows what a real run would refuse.
+//!
+//! ```no_run
+//! use sightline::runner::{NoopObserver, ReplayPlanner, RunOptions, Runner, XDesktop};
+//!
+//! # async fn demo() -> sightline::Result<()> {
+//! let planner = ReplayPlanner::from_path("moves.jsonl".as_ref())?;
+//! let desktop = XDesktop::open(None)?; // the primary monitor of $DISPLAY
+//! let mut runner = Runner::new(Box::new(desktop), RunOptions::default());
+//! let report = runner.run("open the settings", &planner, &mut NoopObserver).await?;
+//! println!("{:?} after {} steps", report.outcome, report.steps_used);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Budgets are checked between steps and after each planner call: a `decide_next` in progress
+//! is not interrupted, so a slow planner can overrun `timeout_ms` by one call.
 //!
 //! Which actions run: `click`, `type`, `key`, `key_combo`, `scroll`, `drag`, `wait`, `select`,
 //! `extract` and nested `batch`. Targets are `xy:X,Y` points (0–1000 over the screenshot the
@@ -332,6 +349,15 @@ struct RunState {
     geometry: Option<ScreenGeometry>,
 }
 
+/// What one turn works from: the goal, the planner, and what it observed.
+struct TurnInput<'a> {
+    goal: &'a str,
+    planner: &'a dyn PlanProducer,
+    view: &'a PlanningView,
+    geometry: ScreenGeometry,
+    png: &'a [u8],
+}
+
 /// A failed step, before it becomes a [`StepResult::Err`].
 struct StepError {
     message: String,
@@ -388,7 +414,8 @@ impl Runner {
     /// Runs `goal` with `planner` until it ends.
     ///
     /// Returns `Err` only for setup failures: the first screenshot cannot be taken, or the trace
-    /// directory cannot be written. Everything after that ends in a [`RunReport`]. The future
+    /// directory cannot be written (a trace that fails mid-run also stops the run, rather than
+    /// leave the user without the record they asked for). Everything after that ends in a [`RunReport`]. The future
     /// blocks its thread while input is sent and the screen settles; drive it with `block_on`
     /// or on a dedicated thread.
     pub async fn run(
@@ -437,8 +464,12 @@ impl Runner {
             let (end, record) = self
                 .turn(goal, planner, observer, &mut state, trace.as_mut())
                 .await;
-            if let (Some(t), Some(rec)) = (trace.as_mut(), record) {
-                t.write_turn(&rec)?;
+            match (trace.as_mut(), record) {
+                (Some(t), Some(rec)) => t.write_turn(&rec)?,
+                (_, Some(_)) => {}
+                // The turn ended before it observed anything: it does not count as a turn, so
+                // `turns` matches the trace's lines.
+                (_, None) => state.turns -= 1,
             }
             if let TurnEnd::Finish(outcome, end) = end {
                 break (outcome, end);
@@ -481,6 +512,8 @@ impl Runner {
         if let Some(end) = self.between_steps_check(state, goal, "observe the screen") {
             return (end, None);
         }
+        let turn_start = Instant::now();
+        let started_ms = state.start.elapsed().as_millis() as u64;
         let capture = match state.pending_capture.take() {
             Some(c) => c,
             None => match self.desktop.capture() {
@@ -508,9 +541,10 @@ impl Runner {
         let view = self.build_view(goal, &capture, state.steps_used);
         let mut record = TurnRecord {
             turn: state.turns,
-            started_ms: state.start.elapsed().as_millis() as u64,
+            started_ms,
             screenshot: None,
             screenshot_size: Some((capture.image.width(), capture.image.height())),
+            observe_ms: turn_start.elapsed().as_millis() as u64,
             view: view.clone(),
             decide_ms: 0,
             next_move: None,
@@ -553,6 +587,13 @@ impl Runner {
             return (end, Some(record));
         }
 
+        let input = TurnInput {
+            goal,
+            planner,
+            view: &view,
+            geometry: capture.geometry,
+            png: &png,
+        };
         let end = match mv {
             NextMove::Clarify { question } => TurnEnd::Finish(
                 GoalOutcome::Refused { summary: question },
@@ -567,45 +608,38 @@ impl Runner {
                 extracted_data,
             } => {
                 self.on_done(
-                    goal,
-                    planner,
+                    &input,
                     observer,
                     state,
-                    &view,
-                    &png,
+                    &mut record,
                     summary,
                     extracted_data,
-                    &mut record,
                 )
                 .await
             }
-            NextMove::Batch { purpose, steps } => self.run_batch(
-                goal,
-                observer,
-                state,
-                &view,
-                &capture,
-                &purpose,
-                &steps,
-                &mut record,
-            ),
+            NextMove::Batch { purpose, steps } => {
+                self.run_batch(&input, observer, state, &mut record, &purpose, &steps)
+            }
         };
         (end, Some(record))
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn on_done(
         &mut self,
-        goal: &str,
-        planner: &dyn PlanProducer,
+        input: &TurnInput<'_>,
         observer: &mut dyn RunObserver,
         state: &mut RunState,
-        view: &PlanningView,
-        png: &[u8],
+        record: &mut TurnRecord,
         summary: String,
         extracted_data: Value,
-        record: &mut TurnRecord,
     ) -> TurnEnd {
+        let TurnInput {
+            goal,
+            planner,
+            view,
+            png,
+            ..
+        } = *input;
         let t0 = Instant::now();
         let verdict = planner
             .verify_done(goal, &summary, &state.memory, view, Some(png))
@@ -637,8 +671,10 @@ impl Runner {
         }
         // A rejected claim is an attempt like any other: the planner sees it with the hint,
         // and it counts against max_steps so a planner that keeps claiming done cannot loop.
+        let claim = format!("claim the goal is done: {summary}");
+        let budget_end = self.max_steps_check(state, goal, &claim);
         state.history.push(AttemptRecord {
-            step_purpose: format!("claim the goal is done: {summary}"),
+            step_purpose: claim,
             action: PlannedAction::Done {
                 summary: summary.clone(),
                 evidence_ids: vec![],
@@ -648,24 +684,33 @@ impl Runner {
             data: Value::Null,
             next_action_hint: verdict.next_action_hint,
         });
+        if let Some(end) = budget_end {
+            return end;
+        }
         state.steps_used += 1;
         TurnEnd::Continue
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn run_batch(
         &mut self,
-        goal: &str,
+        input: &TurnInput<'_>,
         observer: &mut dyn RunObserver,
         state: &mut RunState,
-        view: &PlanningView,
-        capture: &Capture,
+        record: &mut TurnRecord,
         purpose: &str,
         steps: &[Step],
-        record: &mut TurnRecord,
     ) -> TurnEnd {
+        let TurnInput {
+            goal,
+            view,
+            geometry,
+            ..
+        } = *input;
         observer.on_batch(state.turns, purpose, steps);
         if steps.is_empty() {
+            if let Some(end) = self.max_steps_check(state, purpose, "empty batch") {
+                return end;
+            }
             state.history.push(AttemptRecord {
                 step_purpose: purpose.to_string(),
                 action: PlannedAction::Batch { actions: vec![] },
@@ -675,9 +720,7 @@ impl Runner {
                 next_action_hint: None,
             });
             state.steps_used += 1;
-            return self
-                .max_steps_check(state, purpose, "empty batch")
-                .unwrap_or(TurnEnd::Continue);
+            return TurnEnd::Continue;
         }
         if self.options.confirm && !self.options.dry_run {
             let question = format!(
@@ -766,7 +809,7 @@ impl Runner {
                     }
                 } else {
                     any_input = true;
-                    match self.execute(&step.action, view, &capture.geometry, state) {
+                    match self.execute(&step.action, view, &geometry, state) {
                         Ok(data) => StepResult::Ok {
                             data,
                             discovered_sub_goal: None,

@@ -37,7 +37,7 @@ impl StopFlag {
         self.0.load(Ordering::SeqCst)
     }
 
-    /// Installs a Ctrl-C (SIGINT/SIGTERM) handler that sets this flag. A second Ctrl-C while
+    /// Installs a Ctrl-C (SIGINT) handler that sets this flag. A second Ctrl-C while
     /// the flag is already set exits the process with status 130, for a runner stuck in a step.
     /// Only one handler can be installed per process; a second call is an error.
     pub fn install_ctrlc_handler(&self) -> Result<()> {

@@ -86,6 +86,10 @@ pub struct TurnRecord {
     /// Size of that screenshot in pixels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub screenshot_size: Option<(u32, u32)>,
+    /// Time to observe: capture (unless the settle wait's last frame was reused), PNG encoding
+    /// and building the view, in milliseconds.
+    #[serde(default)]
+    pub observe_ms: u64,
     /// The planning view given to `decide_next`.
     pub view: PlanningView,
     /// Time `decide_next` took, in milliseconds.

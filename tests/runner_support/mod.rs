@@ -83,6 +83,9 @@ impl Xvfb {
                     &format!("{width}x{height}x24"),
                     "-nolisten",
                     "tcp",
+                    // Without it the server resets whenever its last client leaves, and a
+                    // connection made during the reset fails (xcap connects per call).
+                    "-noreset",
                 ])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
