@@ -604,6 +604,17 @@ fn open_safetensors(dir: &Path) -> Result<(Backend, Qwen3VlConfig)> {
 fn open_gguf(text_path: &Path, mmproj_path: &Path) -> Result<(Backend, Qwen3VlConfig)> {
     let text = GgufFile::open(text_path)?;
     let mmproj = GgufFile::open(mmproj_path)?;
+    // Check the roles first: a swapped or foreign file is named as such, not by the
+    // first tensor it lacks.
+    for (file, expected) in [(&text, "qwen3vl"), (&mmproj, "clip")] {
+        let arch = file.meta().string("general.architecture")?.to_string();
+        if arch != expected {
+            return Err(Error::model_file(
+                &file.path,
+                format!("general.architecture is {arch:?}, expected {expected:?}"),
+            ));
+        }
+    }
     let embd = text
         .shape("token_embd.weight")
         .ok_or_else(|| Error::model_file(text_path, "tensor token_embd.weight is missing"))?;
