@@ -247,3 +247,23 @@ fn bad_images_are_errors_not_panics() -> Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn legacy_tensor_names_load_like_the_current_ones() -> Result<()> {
+    let tensors: std::collections::HashMap<String, Tensor> = tiny_b_tensors()?
+        .into_iter()
+        .map(|(name, t)| {
+            let name = name
+                .replace("model.language_model.", "model.")
+                .replace("model.visual.", "visual.");
+            (name, t)
+        })
+        .collect();
+    let dir = dir_with(&tensors)?;
+    let mut legacy = load_dir(dir.path())?;
+    let mut current = load("tiny-b", Variant::Safetensors)?;
+    let ids = [151644, 872, 198, 9707, 151645];
+    let d = max_abs_diff(&legacy.feed(&ids, &[])?, &current.feed(&ids, &[])?)?;
+    ensure!(d == 0.0, "legacy names differ by {d}");
+    Ok(())
+}

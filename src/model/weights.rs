@@ -276,7 +276,9 @@ impl WeightSource {
     /// Whether the checkpoint holds `name` (a checkpoint name).
     pub fn contains(&self, name: &str) -> bool {
         match &self.backend {
-            Backend::Safetensors { files, .. } => files.contains_key(name),
+            Backend::Safetensors { files, .. } => std::iter::once(name.to_string())
+                .chain(legacy_names(name))
+                .any(|n| files.contains_key(&n)),
             Backend::Gguf { text, mmproj } => match gguf_name(name, &self.config) {
                 Some((GgufPart::Text, n)) => text.shape(&n).is_some(),
                 Some((GgufPart::Mmproj, n)) => mmproj.shape(&n).is_some(),
@@ -288,11 +290,14 @@ impl WeightSource {
     fn load_stored(&self, name: &str) -> Result<Stored> {
         match &self.backend {
             Backend::Safetensors { dir, st, files } => {
-                let Some(path) = files.get(name) else {
+                let Some((stored_name, path)) = std::iter::once(name.to_string())
+                    .chain(legacy_names(name))
+                    .find_map(|n| files.get(&n).map(|p| (n, p)))
+                else {
                     return Err(Error::model_file(dir, format!("tensor {name} is missing")));
                 };
                 let t = st
-                    .load(name, &self.device)
+                    .load(&stored_name, &self.device)
                     .map_err(|e| Error::model_file(path, format!("tensor {name}: {e}")))?;
                 Ok(Stored::Float(t))
             }
@@ -455,6 +460,24 @@ impl Linear {
     /// Rows `ids` of the matrix, dequantized, `(ids.len(), in_dim)` f32.
     pub fn rows(&self, ids: &Tensor) -> Result<Tensor> {
         Ok(self.weight.embedding(ids)?.to_dtype(DType::F32)?)
+    }
+}
+
+/// Other names a checkpoint tensor may carry: exports made before transformers moved
+/// the decoder under `model.language_model` and the tower under `model.visual` (as
+/// Qwen2-VL-era fine-tuning scripts still write them).
+fn legacy_names(name: &str) -> Vec<String> {
+    if let Some(rest) = name.strip_prefix("model.language_model.") {
+        vec![
+            format!("model.{rest}"),
+            format!("language_model.model.{rest}"),
+        ]
+    } else if let Some(rest) = name.strip_prefix("model.visual.") {
+        vec![format!("visual.{rest}")]
+    } else if name == "lm_head.weight" {
+        vec!["language_model.lm_head.weight".to_string()]
+    } else {
+        Vec::new()
     }
 }
 

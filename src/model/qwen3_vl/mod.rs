@@ -27,6 +27,7 @@
 //! only for multi-token steps; GQA folds the query heads of a KV group into one matmul
 //! instead of repeating K/V; the KV cache grows by doubling and is written in place.
 
+mod attention;
 pub mod config;
 pub mod rope;
 mod text;

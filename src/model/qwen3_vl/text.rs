@@ -4,11 +4,12 @@
 //! Reference: `Qwen3VLTextModel` in transformers' `modeling_qwen3_vl.py`.
 
 use candle_core::{DType, Device, Tensor};
-use candle_nn::ops::{rms_norm, softmax_last_dim};
+use candle_nn::ops::rms_norm;
 use candle_nn::rotary_emb::rope;
 
 use crate::error::{Error, Result};
 use crate::model::kv_cache::KvCache;
+use crate::model::qwen3_vl::attention::attention;
 use crate::model::qwen3_vl::config::TextConfig;
 use crate::model::qwen3_vl::rope::{MropePosition, TextRope};
 use crate::model::weights::{Linear, WeightSource};
@@ -129,23 +130,18 @@ impl Attention {
         let q = rope(&q, step.cos, step.sin)?;
         let k = rope(&k, step.cos, step.sin)?;
         let (k_all, v_all) = cache.append(layer, &k, &v)?;
-        let total = k_all.dim(2)?;
 
         // GQA without copying K/V: head h uses kv group h / rep, so the query heads of
         // one group are contiguous and fold into the row dimension of one matmul.
         let rep = self.n_heads / self.n_kv_heads;
-        let q = q.reshape((1, self.n_kv_heads, rep * n, hd))?;
-        let scores = (q.matmul(&k_all.t()?)? * self.scale)?;
-        let scores = scores.to_dtype(DType::F32)?;
-        let scores = match step.mask {
-            Some(mask) => scores
-                .reshape((1, self.n_kv_heads, rep, n, total))?
-                .broadcast_add(mask)?
-                .reshape((1, self.n_kv_heads, rep * n, total))?,
-            None => scores,
-        };
-        let probs = softmax_last_dim(&scores)?.to_dtype(v_all.dtype())?;
-        let out = probs.matmul(&v_all)?; // (1, kv, rep * n, hd)
+        let q = q.reshape((self.n_kv_heads, rep, n, hd))?;
+        let out = attention(
+            &q,
+            &k_all.squeeze(0)?,
+            &v_all.squeeze(0)?,
+            step.mask,
+            self.scale,
+        )?;
         let out = out
             .reshape((self.n_heads, n, hd))?
             .transpose(0, 1)?
