@@ -169,3 +169,30 @@ fn last_hidden_times_lm_head_rows_gives_the_logits() -> Result<()> {
     }
     Ok(())
 }
+
+/// Quantized models: decode steps (fused gemv) against one batched pass (quantized
+/// matmul): max |Δ| relative to the row's max |logit|. Both quantize activations per
+/// row, but the kernels accumulate in different orders.
+const QUANT_STEP_RTOL: f32 = 1e-3;
+
+#[test]
+fn quantized_decode_steps_match_one_batched_pass() -> Result<()> {
+    for (name, variant) in [
+        ("tiny-b", Variant::Gguf),
+        ("tiny-a", Variant::Quantized(candle_core::quantized::GgmlDType::Q8_0)),
+    ] {
+        let mut model = load(name, variant)?;
+        let (ids, split, images) = prompt(&mut model, name, "ui_exact")?;
+        let batched = model.feed(&ids, &images)?;
+        model.truncate(split)?;
+        let mut last = None;
+        for &t in &ids[split..] {
+            last = Some(model.feed(&[t], &[])?);
+        }
+        let stepped = last.ok_or_else(|| anyhow::anyhow!("no tokens after the prefix"))?;
+        let r = rel(&stepped, &batched)?;
+        eprintln!("{name} {variant:?}: steps vs batched rel {r:e}");
+        ensure!(r <= QUANT_STEP_RTOL, "{name}: {r}");
+    }
+    Ok(())
+}

@@ -457,6 +457,37 @@ impl Linear {
         }
     }
 
+    /// Apply several layers to the same `xs`. For one row and quantized weights this is
+    /// candle's fused gemv (one quantization of `xs`, one parallel region: the decode
+    /// step's q/k/v and gate/up projections); otherwise each layer runs on its own.
+    pub fn forward_shared(layers: &[&Linear], xs: &Tensor) -> Result<Vec<Tensor>> {
+        let rows = xs.dims().iter().rev().skip(1).product::<usize>();
+        let qtensors: Option<Vec<&QTensor>> = layers
+            .iter()
+            .map(|l| match &l.weight {
+                QMatMul::QTensor(q) => Some(q.as_ref()),
+                _ => None,
+            })
+            .collect();
+        if let (1, Some(qs)) = (rows, qtensors) {
+            let lhs = xs.to_dtype(DType::F32)?.contiguous()?;
+            if let Some(outs) = QTensor::gemv_fused_shared_lhs(&qs, &lhs)? {
+                return layers
+                    .iter()
+                    .zip(outs)
+                    .map(|(l, y)| {
+                        let y = y.to_device(lhs.device())?.to_dtype(l.dtype)?;
+                        Ok(match &l.bias {
+                            Some(b) => y.broadcast_add(b)?,
+                            None => y,
+                        })
+                    })
+                    .collect();
+            }
+        }
+        layers.iter().map(|l| l.forward(xs)).collect()
+    }
+
     /// Rows `ids` of the matrix, dequantized, `(ids.len(), in_dim)` f32.
     pub fn rows(&self, ids: &Tensor) -> Result<Tensor> {
         Ok(self.weight.embedding(ids)?.to_dtype(DType::F32)?)

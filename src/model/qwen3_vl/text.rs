@@ -54,9 +54,11 @@ impl Mlp {
     }
 
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
-        let gate = self.gate_proj.forward(xs)?.silu()?;
-        let up = self.up_proj.forward(xs)?;
-        self.down_proj.forward(&(gate * up)?)
+        let [gate, up]: [Tensor; 2] =
+            Linear::forward_shared(&[&self.gate_proj, &self.up_proj], xs)?
+                .try_into()
+                .map_err(|_| Error::InvalidInput("fused gate/up returned a wrong count".into()))?;
+        self.down_proj.forward(&(gate.silu()? * up)?)
     }
 }
 
@@ -111,21 +113,25 @@ impl Attention {
         let n = xs.dim(0)?;
         let hd = self.head_dim;
         // (n, heads, hd) -> per-head RMSNorm -> (1, heads, n, hd)
-        let q = self.q_proj.forward(xs)?.reshape((n, self.n_heads, hd))?;
+        let [q, k, v]: [Tensor; 3] =
+            Linear::forward_shared(&[&self.q_proj, &self.k_proj, &self.v_proj], xs)?
+                .try_into()
+                .map_err(|_| Error::InvalidInput("fused q/k/v returned a wrong count".into()))?;
+        let q = q.reshape((n, self.n_heads, hd))?;
         let q = self
             .q_norm
             .forward(&q)?
             .transpose(0, 1)?
             .unsqueeze(0)?
             .contiguous()?;
-        let k = self.k_proj.forward(xs)?.reshape((n, self.n_kv_heads, hd))?;
+        let k = k.reshape((n, self.n_kv_heads, hd))?;
         let k = self
             .k_norm
             .forward(&k)?
             .transpose(0, 1)?
             .unsqueeze(0)?
             .contiguous()?;
-        let v = self.v_proj.forward(xs)?.reshape((n, self.n_kv_heads, hd))?;
+        let v = v.reshape((n, self.n_kv_heads, hd))?;
         let v = v.transpose(0, 1)?.unsqueeze(0)?.contiguous()?;
         let q = rope(&q, step.cos, step.sin)?;
         let k = rope(&k, step.cos, step.sin)?;
