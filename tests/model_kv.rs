@@ -179,7 +179,10 @@ const QUANT_STEP_RTOL: f32 = 1e-3;
 fn quantized_decode_steps_match_one_batched_pass() -> Result<()> {
     for (name, variant) in [
         ("tiny-b", Variant::Gguf),
-        ("tiny-a", Variant::Quantized(candle_core::quantized::GgmlDType::Q8_0)),
+        (
+            "tiny-a",
+            Variant::Quantized(candle_core::quantized::GgmlDType::Q8_0),
+        ),
     ] {
         let mut model = load(name, variant)?;
         let (ids, split, images) = prompt(&mut model, name, "ui_exact")?;
