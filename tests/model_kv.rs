@@ -137,6 +137,12 @@ fn misuse_of_feed_is_an_error_and_leaves_the_cache_unchanged() -> Result<()> {
         "token outside the vocabulary"
     );
     ensure!(model.truncate(len + 1).is_err(), "truncate past the end");
+    let mut huge = images[0].clone();
+    huge.token_grid = [usize::MAX, 2, 2];
+    ensure!(
+        model.feed(&ids[3..split], &[huge]).is_err(),
+        "overflowing grid"
+    );
     ensure!(model.cache_len() == len);
     // The model still computes the right thing afterwards.
     model.feed(&ids[3..split], &images)?;

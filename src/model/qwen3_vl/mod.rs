@@ -7,7 +7,7 @@
 //! # Design
 //!
 //! - **One code path for every checkpoint.** [`Qwen3Vl::load`] opens a
-//!   [`WeightSource`](crate::model::weights::WeightSource) (safetensors directory, the
+//!   [`WeightSource`] (safetensors directory, the
 //!   same quantized at load, or a llama.cpp GGUF pair); the blocks ask it for weights by
 //!   checkpoint name and every matrix becomes a candle `QMatMul`.
 //! - **State lives in the model.** The KV cache and the M-RoPE position bookkeeping are
@@ -23,9 +23,23 @@
 //!
 //! # Performance notes
 //!
-//! A decode step computes logits for its last position only; the causal mask is built
-//! only for multi-token steps; GQA folds the query heads of a KV group into one matmul
-//! instead of repeating K/V; the KV cache grows by doubling and is written in place.
+//! - A step computes logits for its last position only
+//!   ([`Qwen3Vl::forward_all_logits`] is the exception, for tests and logit dumps).
+//! - The KV cache starts at 256 positions, doubles when full and is written in place
+//!   (`slice_set`); attention reads a view of it, so a decode step copies no K/V.
+//! - GQA folds the query heads of a KV group into the rows of one matmul instead of
+//!   repeating K and V; the causal mask exists only for multi-token steps.
+//! - Attention runs in query chunks whose f32 scores stay under 64 MiB, so a long
+//!   prefill or a 5,000-patch screenshot does not allocate gigabytes of scores.
+//! - In a decode step the q/k/v and gate/up projections of quantized weights go through
+//!   candle's fused gemv (`QTensor::gemv_fused_shared_lhs`: one activation quantization,
+//!   one parallel region) where the CPU has the kernel (AVX512-VNNI, NEON), and through
+//!   separate quantized matmuls elsewhere.
+//! - Quantized weights take f32 input (the CPU kernels require it); with bf16/f16
+//!   activations the cast happens at each quantized matmul. Softmax runs in f32.
+//!
+//! Per-token allocations left: the rotary table of the step (`head_dim / 2` values per
+//! token), the activations of each layer, and the logits row.
 
 mod attention;
 pub mod config;
@@ -126,10 +140,9 @@ pub fn mrope_positions(
             ))
         })?;
         let [gt, gh, gw] = *grid;
-        if gt * gh * gw != run {
+        if grid_tokens(grid) != Some(run) {
             return Err(Error::InvalidInput(format!(
-                "image-pad run at token {i} has {run} tokens, its image has {} ({gt}×{gh}×{gw})",
-                gt * gh * gw
+                "image-pad run at token {i} has {run} tokens, its image grid is {gt}×{gh}×{gw}"
             )));
         }
         for ti in 0..gt as u64 {
@@ -162,6 +175,11 @@ pub fn mrope_positions(
         next_position,
         image_runs,
     })
+}
+
+/// Tokens of a merged `(t, h, w)` grid, `None` on overflow (grids can come from callers).
+fn grid_tokens(grid: &[usize; 3]) -> Option<usize> {
+    grid[0].checked_mul(grid[1])?.checked_mul(grid[2])
 }
 
 impl Qwen3Vl {
@@ -242,7 +260,12 @@ impl Qwen3Vl {
         let hidden_size = self.cfg.text.hidden_size;
         let n_deepstack = self.cfg.vision.deepstack_visual_indexes.len();
         for (i, img) in images.iter().enumerate() {
-            let n = img.n_tokens();
+            let n = grid_tokens(&img.token_grid).ok_or_else(|| {
+                Error::InvalidInput(format!(
+                    "image {i}: token grid {:?} overflows",
+                    img.token_grid
+                ))
+            })?;
             if img.embeddings.dims() != [n, hidden_size] {
                 return Err(Error::InvalidInput(format!(
                     "image {i}: embeddings {:?}, expected [{n}, {hidden_size}]",
