@@ -267,3 +267,28 @@ fn legacy_tensor_names_load_like_the_current_ones() -> Result<()> {
     ensure!(d == 0.0, "legacy names differ by {d}");
     Ok(())
 }
+
+#[test]
+fn info_reports_dimensions_and_storage_types_without_loading() -> Result<()> {
+    use sightline::model::weights::WeightSource;
+    let b = fixtures().join("tiny-b");
+    let ws = WeightSource::open(&LoadOptions::new(ModelSource::Gguf {
+        text: b.join("tiny-b-q8_0.gguf"),
+        mmproj: b.join("mmproj-tiny-b-q8_0.gguf"),
+    }))?;
+    let info = ws.info();
+    ensure!(info.tensor_count == 25 + 40, "{info:?}");
+    ensure!(
+        info.storage_types.get("Q8_0").copied().unwrap_or(0) > 0,
+        "{info:?}"
+    );
+    ensure!(info.config.text.num_hidden_layers == 2 && !info.config.text.tie_word_embeddings);
+    let mut st = WeightSource::open(&LoadOptions::new(ModelSource::Safetensors { dir: b }))?.info();
+    // GGUF stores the epsilon as f32.
+    st.config.text.rms_norm_eps = st.config.text.rms_norm_eps as f32 as f64;
+    ensure!(
+        st.config == info.config,
+        "GGUF and safetensors configs differ:\n{st:?}\n{info:?}"
+    );
+    Ok(())
+}

@@ -258,6 +258,27 @@ impl WeightSource {
         out
     }
 
+    /// What `sightline models info` prints: the files, the resolved configuration, the
+    /// tensor count and how many tensors each storage type holds. Reads no tensor data.
+    pub fn info(&self) -> ModelInfo {
+        let tensors = self.tensor_summary();
+        let mut storage_types = std::collections::BTreeMap::new();
+        for (_, dtype, _) in &tensors {
+            *storage_types.entry(dtype.clone()).or_insert(0) += 1;
+        }
+        let architecture = match &self.backend {
+            Backend::Safetensors { .. } => "Qwen3VLForConditionalGeneration (safetensors)",
+            Backend::Gguf { .. } => "qwen3vl + clip mmproj (GGUF)",
+        };
+        ModelInfo {
+            source: self.describe(),
+            architecture: architecture.to_string(),
+            config: self.config.clone(),
+            tensor_count: tensors.len(),
+            storage_types,
+        }
+    }
+
     fn path_for(&self, name: &str) -> PathBuf {
         match &self.backend {
             Backend::Safetensors { dir, files, .. } => {
@@ -416,6 +437,21 @@ impl WeightSource {
             dtype: self.dtype,
         })
     }
+}
+
+/// A summary of a checkpoint, from [`WeightSource::info`].
+#[derive(Debug, Clone)]
+pub struct ModelInfo {
+    /// The files.
+    pub source: String,
+    /// The architecture as the files name it.
+    pub architecture: String,
+    /// The resolved configuration (dimensions).
+    pub config: Qwen3VlConfig,
+    /// Number of stored tensors (both files for GGUF).
+    pub tensor_count: usize,
+    /// Tensors per storage type (`F16`, `BF16`, `Q8_0`, `Q4K`, ...).
+    pub storage_types: std::collections::BTreeMap<String, usize>,
 }
 
 /// A linear layer through [`QMatMul`]: `xs @ weightᵀ + bias`.

@@ -223,6 +223,14 @@ impl Qwen3Vl {
         self.cache.capacity()
     }
 
+    /// Empty the KV cache and free its buffers (a [`truncate`](VisionLanguageModel::truncate)
+    /// to 0 keeps them for reuse).
+    pub fn free_cache(&mut self) {
+        self.cache.clear();
+        self.next_position.clear();
+        self.last_hidden = None;
+    }
+
     /// The M-RoPE position the next text token fed would get.
     pub fn next_text_position(&self) -> u32 {
         self.next_position.last().copied().unwrap_or(0)
