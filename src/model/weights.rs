@@ -317,8 +317,10 @@ impl WeightSource {
                 else {
                     return Err(Error::model_file(dir, format!("tensor {name} is missing")));
                 };
+                // Read onto the CPU: the float conversion and quantize-at-load happen
+                // there, and only the final weight moves to the device.
                 let t = st
-                    .load(&stored_name, &self.device)
+                    .load(&stored_name, &Device::Cpu)
                     .map_err(|e| Error::model_file(path, format!("tensor {name}: {e}")))?;
                 Ok(Stored::Float(t))
             }
@@ -382,7 +384,7 @@ impl WeightSource {
             })?,
         };
         self.check_shape(name, t.dims(), shape)?;
-        Ok(t.to_dtype(self.dtype)?)
+        Ok(t.to_dtype(self.dtype)?.to_device(&self.device)?)
     }
 
     /// A matrix of `shape = (rows, cols)` as a [`QMatMul`]: quantized storage stays
@@ -412,15 +414,18 @@ impl WeightSource {
         if let Some(q) = self.quantize {
             let cols = t.dim(1)?;
             if cols.is_multiple_of(q.block_size()) {
-                let f32 = t.to_dtype(DType::F32)?;
-                let qt = QTensor::quantize(&f32, q).map_err(|e| Error::Tensor {
-                    name: name.to_string(),
-                    reason: format!("quantizing to {q:?}: {e}"),
-                })?;
+                let f32 = t.to_device(&Device::Cpu)?.to_dtype(DType::F32)?;
+                let qt =
+                    QTensor::quantize_onto(&f32, q, &self.device).map_err(|e| Error::Tensor {
+                        name: name.to_string(),
+                        reason: format!("quantizing to {q:?}: {e}"),
+                    })?;
                 return Ok(QMatMul::QTensor(Arc::new(qt)));
             }
         }
-        Ok(QMatMul::Tensor(t.to_dtype(self.dtype)?))
+        Ok(QMatMul::Tensor(
+            t.to_dtype(self.dtype)?.to_device(&self.device)?,
+        ))
     }
 
     /// A linear layer `name.weight` of `(out_dim, in_dim)`, with `name.bias` when `bias`.
