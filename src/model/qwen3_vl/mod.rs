@@ -186,8 +186,17 @@ impl Qwen3Vl {
     /// Load a model as `opts` says (safetensors directory, optionally quantized at
     /// load, or a GGUF pair). Errors name the file, key or tensor that is wrong.
     pub fn load(opts: &LoadOptions) -> Result<Self> {
+        let started = std::time::Instant::now();
         let ws = WeightSource::open(opts)?;
-        Self::from_weights(&ws)
+        let model = Self::from_weights(&ws)?;
+        tracing::info!(
+            source = %ws.describe(),
+            quantize = ?opts.quantize,
+            dtype = ?ws.dtype(),
+            load_ms = started.elapsed().as_millis() as u64,
+            "loaded Qwen3-VL"
+        );
+        Ok(model)
     }
 
     /// Build the model from an opened weight source.
