@@ -529,9 +529,9 @@ impl Linear {
         layers.iter().map(|l| l.forward(xs)).collect()
     }
 
-    /// Rows `ids` of the matrix, dequantized, `(ids.len(), in_dim)` f32.
-    pub fn rows(&self, ids: &Tensor) -> Result<Tensor> {
-        Ok(self.weight.embedding(ids)?.to_dtype(DType::F32)?)
+    /// Rows `ids` of the matrix, dequantized, `(ids.len(), in_dim)` in `dtype`.
+    pub fn rows(&self, ids: &Tensor, dtype: DType) -> Result<Tensor> {
+        Ok(self.weight.embedding(ids)?.to_dtype(dtype)?)
     }
 }
 

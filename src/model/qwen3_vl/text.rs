@@ -259,7 +259,7 @@ impl TextModel {
     /// `(ids.len(), hidden)` token embeddings in the activation dtype.
     pub(crate) fn embed(&self, ids: &[u32]) -> Result<Tensor> {
         let ids = Tensor::new(ids, &self.device)?;
-        Ok(self.embed_tokens.rows(&ids)?.to_dtype(self.dtype)?)
+        self.embed_tokens.rows(&ids, self.dtype)
     }
 
     /// Run the decoder over `embeds` (`(n, hidden)`) at M-RoPE `positions`, appending to
@@ -312,7 +312,7 @@ impl TextModel {
     /// LM-head rows for `ids`, `(ids.len(), hidden)` f32.
     pub(crate) fn lm_head_rows(&self, ids: &[u32]) -> Result<Tensor> {
         let ids = Tensor::new(ids, &self.device)?;
-        self.lm_head.rows(&ids)
+        self.lm_head.rows(&ids, DType::F32)
     }
 
     pub(crate) fn n_layers(&self) -> usize {
