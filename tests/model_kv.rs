@@ -205,3 +205,39 @@ fn quantized_decode_steps_match_one_batched_pass() -> Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn two_images_in_one_feed_equal_two_feeds_with_one_image_each() -> Result<()> {
+    let mut model = load("tiny-a", Variant::Safetensors)?;
+    let (first, _, images) = prompt(&mut model, "tiny-a", "ui_exact")?;
+    let second_image = model.encode_image(&screen("ui_wide")?)?;
+    let cfg = model.config().clone();
+    let mut second = vec![cfg.vision_start_token_id];
+    second.extend(std::iter::repeat_n(
+        cfg.image_token_id,
+        second_image.n_tokens(),
+    ));
+    second.extend([cfg.vision_end_token_id, 9707, 11, 1879]);
+    let both = [images[0].clone(), second_image.clone()];
+    let all: Vec<u32> = first.iter().chain(&second).copied().collect();
+    let together = model.feed(&all, &both)?;
+    // The second image arrives in a later feed: its positions continue after the
+    // first prompt and its DeepStack rows are relative to that feed.
+    model.truncate(first.len())?;
+    let split = model.feed(&second, std::slice::from_ref(&second_image))?;
+    let r = rel(&split, &together)?;
+    eprintln!("two images: split vs together rel {r:e}");
+    ensure!(r <= KV_REUSE_RTOL, "{r}");
+    // The second image's DeepStack features matter: without them the logits move.
+    model.truncate(first.len())?;
+    let mut no_deepstack = second_image.clone();
+    for d in &mut no_deepstack.deepstack {
+        *d = d.zeros_like()?;
+    }
+    let moved = model.feed(&second, &[no_deepstack])?;
+    ensure!(
+        rel(&moved, &together)? > 1e-3,
+        "DeepStack features were ignored"
+    );
+    Ok(())
+}

@@ -453,3 +453,29 @@ impl VisionLanguageModel for Qwen3Vl {
         self.text.lm_head_rows(ids)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_continue_after_each_image_from_its_largest_side() -> Result<()> {
+        const PAD: u32 = 7;
+        let tokens = [1, PAD, PAD, PAD, PAD, 2, PAD, PAD, PAD, PAD, PAD, PAD, 3];
+        let layout = mrope_positions(&tokens, &[[1, 2, 2], [1, 2, 3]], PAD, 10)?;
+        assert_eq!(layout.positions[0], [10, 10, 10]);
+        assert_eq!(
+            &layout.positions[1..5],
+            &[[11, 11, 11], [11, 11, 12], [11, 12, 11], [11, 12, 12]]
+        );
+        assert_eq!(layout.positions[5], [13, 13, 13]);
+        assert_eq!(layout.positions[6], [14, 14, 14]);
+        assert_eq!(layout.positions[11], [14, 15, 16]);
+        assert_eq!(layout.positions[12], [17, 17, 17]);
+        assert_eq!(layout.next_position.last(), Some(&18));
+        assert_eq!(layout.image_runs, vec![(1, 4), (6, 6)]);
+        assert!(mrope_positions(&tokens, &[[1, 2, 2]], PAD, 0).is_err());
+        assert!(mrope_positions(&tokens, &[[1, 2, 2], [1, 2, 2]], PAD, 0).is_err());
+        Ok(())
+    }
+}
