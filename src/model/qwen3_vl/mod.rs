@@ -4,6 +4,25 @@
 //! is Hugging Face transformers' `modeling_qwen3_vl.py`, checked by the golden tests in
 //! `tests/model_golden.rs`.
 //!
+//! # Example
+//!
+//! ```no_run
+//! use sightline::{LoadOptions, ModelSource, Qwen3Vl, VisionLanguageModel};
+//! use candle_core::quantized::GgmlDType;
+//!
+//! # fn main() -> sightline::Result<()> {
+//! let mut opts = LoadOptions::new(ModelSource::Safetensors { dir: "Qwen3-VL-2B-Instruct".into() });
+//! opts.quantize = Some(GgmlDType::Q8_0);
+//! let mut model = Qwen3Vl::load(&opts)?;
+//! let prefix = [151644, 872, 198]; // <|im_start|>user\n
+//! model.feed(&prefix, &[])?; // computed once
+//! let logits = model.feed(&[9707, 151645], &[])?; // (vocab,) for the last token
+//! model.truncate(prefix.len())?; // back to the cached prefix for the next turn
+//! # let _ = logits;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Design
 //!
 //! - **One code path for every checkpoint.** [`Qwen3Vl::load`] opens a
@@ -26,7 +45,8 @@
 //! - A step computes logits for its last position only
 //!   ([`Qwen3Vl::forward_all_logits`] is the exception, for tests and logit dumps).
 //! - The KV cache starts at 256 positions, doubles when full and is written in place
-//!   (`slice_set`); attention reads a view of it, so a decode step copies no K/V.
+//!   (`slice_set`); attention reads a view of it, so a decode step does not copy the
+//!   cache.
 //! - GQA folds the query heads of a KV group into the rows of one matmul instead of
 //!   repeating K and V; the causal mask exists only for multi-token steps.
 //! - Attention runs in query chunks whose f32 scores stay under 64 MiB, so a long
