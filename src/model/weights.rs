@@ -258,6 +258,27 @@ impl WeightSource {
         out
     }
 
+    /// What `sightline models info` prints: the files, the resolved configuration, the
+    /// tensor count and how many tensors each storage type holds. Reads no tensor data.
+    pub fn info(&self) -> ModelInfo {
+        let tensors = self.tensor_summary();
+        let mut storage_types = std::collections::BTreeMap::new();
+        for (_, dtype, _) in &tensors {
+            *storage_types.entry(dtype.clone()).or_insert(0) += 1;
+        }
+        let architecture = match &self.backend {
+            Backend::Safetensors { .. } => "Qwen3VLForConditionalGeneration (safetensors)",
+            Backend::Gguf { .. } => "qwen3vl + clip mmproj (GGUF)",
+        };
+        ModelInfo {
+            source: self.describe(),
+            architecture: architecture.to_string(),
+            config: self.config.clone(),
+            tensor_count: tensors.len(),
+            storage_types,
+        }
+    }
+
     fn path_for(&self, name: &str) -> PathBuf {
         match &self.backend {
             Backend::Safetensors { dir, files, .. } => {
@@ -276,7 +297,9 @@ impl WeightSource {
     /// Whether the checkpoint holds `name` (a checkpoint name).
     pub fn contains(&self, name: &str) -> bool {
         match &self.backend {
-            Backend::Safetensors { files, .. } => files.contains_key(name),
+            Backend::Safetensors { files, .. } => std::iter::once(name.to_string())
+                .chain(legacy_names(name))
+                .any(|n| files.contains_key(&n)),
             Backend::Gguf { text, mmproj } => match gguf_name(name, &self.config) {
                 Some((GgufPart::Text, n)) => text.shape(&n).is_some(),
                 Some((GgufPart::Mmproj, n)) => mmproj.shape(&n).is_some(),
@@ -288,11 +311,16 @@ impl WeightSource {
     fn load_stored(&self, name: &str) -> Result<Stored> {
         match &self.backend {
             Backend::Safetensors { dir, st, files } => {
-                let Some(path) = files.get(name) else {
+                let Some((stored_name, path)) = std::iter::once(name.to_string())
+                    .chain(legacy_names(name))
+                    .find_map(|n| files.get(&n).map(|p| (n, p)))
+                else {
                     return Err(Error::model_file(dir, format!("tensor {name} is missing")));
                 };
+                // Read onto the CPU: the float conversion and quantize-at-load happen
+                // there, and only the final weight moves to the device.
                 let t = st
-                    .load(name, &self.device)
+                    .load(&stored_name, &Device::Cpu)
                     .map_err(|e| Error::model_file(path, format!("tensor {name}: {e}")))?;
                 Ok(Stored::Float(t))
             }
@@ -356,7 +384,7 @@ impl WeightSource {
             })?,
         };
         self.check_shape(name, t.dims(), shape)?;
-        Ok(t.to_dtype(self.dtype)?)
+        Ok(t.to_dtype(self.dtype)?.to_device(&self.device)?)
     }
 
     /// A matrix of `shape = (rows, cols)` as a [`QMatMul`]: quantized storage stays
@@ -386,15 +414,18 @@ impl WeightSource {
         if let Some(q) = self.quantize {
             let cols = t.dim(1)?;
             if cols.is_multiple_of(q.block_size()) {
-                let f32 = t.to_dtype(DType::F32)?;
-                let qt = QTensor::quantize(&f32, q).map_err(|e| Error::Tensor {
-                    name: name.to_string(),
-                    reason: format!("quantizing to {q:?}: {e}"),
-                })?;
+                let f32 = t.to_device(&Device::Cpu)?.to_dtype(DType::F32)?;
+                let qt =
+                    QTensor::quantize_onto(&f32, q, &self.device).map_err(|e| Error::Tensor {
+                        name: name.to_string(),
+                        reason: format!("quantizing to {q:?}: {e}"),
+                    })?;
                 return Ok(QMatMul::QTensor(Arc::new(qt)));
             }
         }
-        Ok(QMatMul::Tensor(t.to_dtype(self.dtype)?))
+        Ok(QMatMul::Tensor(
+            t.to_dtype(self.dtype)?.to_device(&self.device)?,
+        ))
     }
 
     /// A linear layer `name.weight` of `(out_dim, in_dim)`, with `name.bias` when `bias`.
@@ -411,6 +442,21 @@ impl WeightSource {
             dtype: self.dtype,
         })
     }
+}
+
+/// A summary of a checkpoint, from [`WeightSource::info`].
+#[derive(Debug, Clone)]
+pub struct ModelInfo {
+    /// The files.
+    pub source: String,
+    /// The architecture as the files name it.
+    pub architecture: String,
+    /// The resolved configuration (dimensions).
+    pub config: Qwen3VlConfig,
+    /// Number of stored tensors (both files for GGUF).
+    pub tensor_count: usize,
+    /// Tensors per storage type (`F16`, `BF16`, `Q8_0`, `Q4K`, ...).
+    pub storage_types: std::collections::BTreeMap<String, usize>,
 }
 
 /// A linear layer through [`QMatMul`]: `xs @ weightᵀ + bias`.
@@ -452,9 +498,58 @@ impl Linear {
         }
     }
 
-    /// Rows `ids` of the matrix, dequantized, `(ids.len(), in_dim)` f32.
-    pub fn rows(&self, ids: &Tensor) -> Result<Tensor> {
-        Ok(self.weight.embedding(ids)?.to_dtype(DType::F32)?)
+    /// Apply several layers to the same `xs`. For one row and quantized weights this is
+    /// candle's fused gemv (one quantization of `xs`, one parallel region: the decode
+    /// step's q/k/v and gate/up projections); otherwise each layer runs on its own.
+    pub fn forward_shared(layers: &[&Linear], xs: &Tensor) -> Result<Vec<Tensor>> {
+        let rows = xs.dims().iter().rev().skip(1).product::<usize>();
+        let qtensors: Option<Vec<&QTensor>> = layers
+            .iter()
+            .map(|l| match &l.weight {
+                QMatMul::QTensor(q) => Some(q.as_ref()),
+                _ => None,
+            })
+            .collect();
+        if let (1, Some(qs)) = (rows, qtensors) {
+            let lhs = xs.to_dtype(DType::F32)?.contiguous()?;
+            if let Some(outs) = QTensor::gemv_fused_shared_lhs(&qs, &lhs)? {
+                return layers
+                    .iter()
+                    .zip(outs)
+                    .map(|(l, y)| {
+                        let y = y.to_device(lhs.device())?.to_dtype(l.dtype)?;
+                        Ok(match &l.bias {
+                            Some(b) => y.broadcast_add(b)?,
+                            None => y,
+                        })
+                    })
+                    .collect();
+            }
+        }
+        layers.iter().map(|l| l.forward(xs)).collect()
+    }
+
+    /// Rows `ids` of the matrix, dequantized, `(ids.len(), in_dim)` in `dtype`.
+    pub fn rows(&self, ids: &Tensor, dtype: DType) -> Result<Tensor> {
+        Ok(self.weight.embedding(ids)?.to_dtype(dtype)?)
+    }
+}
+
+/// Other names a checkpoint tensor may carry: exports made before transformers moved
+/// the decoder under `model.language_model` and the tower under `model.visual` (as
+/// Qwen2-VL-era fine-tuning scripts still write them).
+fn legacy_names(name: &str) -> Vec<String> {
+    if let Some(rest) = name.strip_prefix("model.language_model.") {
+        vec![
+            format!("model.{rest}"),
+            format!("language_model.model.{rest}"),
+        ]
+    } else if let Some(rest) = name.strip_prefix("model.visual.") {
+        vec![format!("visual.{rest}")]
+    } else if name == "lm_head.weight" {
+        vec!["language_model.lm_head.weight".to_string()]
+    } else {
+        Vec::new()
     }
 }
 
@@ -604,6 +699,17 @@ fn open_safetensors(dir: &Path) -> Result<(Backend, Qwen3VlConfig)> {
 fn open_gguf(text_path: &Path, mmproj_path: &Path) -> Result<(Backend, Qwen3VlConfig)> {
     let text = GgufFile::open(text_path)?;
     let mmproj = GgufFile::open(mmproj_path)?;
+    // Check the roles first: a swapped or foreign file is named as such, not by the
+    // first tensor it lacks.
+    for (file, expected) in [(&text, "qwen3vl"), (&mmproj, "clip")] {
+        let arch = file.meta().string("general.architecture")?.to_string();
+        if arch != expected {
+            return Err(Error::model_file(
+                &file.path,
+                format!("general.architecture is {arch:?}, expected {expected:?}"),
+            ));
+        }
+    }
     let embd = text
         .shape("token_embd.weight")
         .ok_or_else(|| Error::model_file(text_path, "tensor token_embd.weight is missing"))?;

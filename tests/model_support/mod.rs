@@ -148,3 +148,45 @@ pub fn argmax(row: &[f32]) -> usize {
     }
     best
 }
+
+/// Load a GGUF pair from explicit paths, f32 activations on the CPU.
+pub fn load_gguf_files(text: &std::path::Path, mmproj: &std::path::Path) -> Result<Qwen3Vl> {
+    Ok(Qwen3Vl::load(&LoadOptions {
+        source: ModelSource::Gguf {
+            text: text.to_path_buf(),
+            mmproj: mmproj.to_path_buf(),
+        },
+        quantize: None,
+        device: Device::Cpu,
+        dtype: Some(DType::F32),
+    })?)
+}
+
+/// Rewrite the GGUF at `src` into `dst` with every F16 tensor stored as `to` (metadata
+/// kept). Makes bf16 GGUF files from the committed f16 ones.
+pub fn convert_gguf(src: &std::path::Path, dst: &std::path::Path, to: GgmlDType) -> Result<()> {
+    use candle_core::quantized::{gguf_file, QTensor};
+    let mut file = std::fs::File::open(src)?;
+    let content = gguf_file::Content::read(&mut file)?;
+    let mut tensors = Vec::new();
+    let mut names: Vec<&String> = content.tensor_infos.keys().collect();
+    names.sort();
+    for name in names {
+        let q = content.tensor(&mut file, name, &Device::Cpu)?;
+        let q = if q.dtype() == GgmlDType::F16 {
+            QTensor::quantize(&q.dequantize(&Device::Cpu)?, to)?
+        } else {
+            q
+        };
+        tensors.push((name.as_str(), q));
+    }
+    let metadata: Vec<(&str, &gguf_file::Value)> = content
+        .metadata
+        .iter()
+        .map(|(k, v)| (k.as_str(), v))
+        .collect();
+    let tensor_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, q)| (*n, q)).collect();
+    let mut out = std::fs::File::create(dst)?;
+    gguf_file::write(&mut out, &metadata, &tensor_refs)?;
+    Ok(())
+}

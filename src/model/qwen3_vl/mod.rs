@@ -4,10 +4,29 @@
 //! is Hugging Face transformers' `modeling_qwen3_vl.py`, checked by the golden tests in
 //! `tests/model_golden.rs`.
 //!
+//! # Example
+//!
+//! ```no_run
+//! use sightline::{LoadOptions, ModelSource, Qwen3Vl, VisionLanguageModel};
+//! use candle_core::quantized::GgmlDType;
+//!
+//! # fn main() -> sightline::Result<()> {
+//! let mut opts = LoadOptions::new(ModelSource::Safetensors { dir: "Qwen3-VL-2B-Instruct".into() });
+//! opts.quantize = Some(GgmlDType::Q8_0);
+//! let mut model = Qwen3Vl::load(&opts)?;
+//! let prefix = [151644, 872, 198]; // <|im_start|>user\n
+//! model.feed(&prefix, &[])?; // computed once
+//! let logits = model.feed(&[9707, 151645], &[])?; // (vocab,) for the last token
+//! model.truncate(prefix.len())?; // back to the cached prefix for the next turn
+//! # let _ = logits;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Design
 //!
 //! - **One code path for every checkpoint.** [`Qwen3Vl::load`] opens a
-//!   [`WeightSource`](crate::model::weights::WeightSource) (safetensors directory, the
+//!   [`WeightSource`] (safetensors directory, the
 //!   same quantized at load, or a llama.cpp GGUF pair); the blocks ask it for weights by
 //!   checkpoint name and every matrix becomes a candle `QMatMul`.
 //! - **State lives in the model.** The KV cache and the M-RoPE position bookkeeping are
@@ -23,10 +42,26 @@
 //!
 //! # Performance notes
 //!
-//! A decode step computes logits for its last position only; the causal mask is built
-//! only for multi-token steps; GQA folds the query heads of a KV group into one matmul
-//! instead of repeating K/V; the KV cache grows by doubling and is written in place.
+//! - A step computes logits for its last position only
+//!   ([`Qwen3Vl::forward_all_logits`] is the exception, for tests and logit dumps).
+//! - The KV cache starts at 256 positions, doubles when full and is written in place
+//!   (`slice_set`); attention reads a view of it, so a decode step does not copy the
+//!   cache.
+//! - GQA folds the query heads of a KV group into the rows of one matmul instead of
+//!   repeating K and V; the causal mask exists only for multi-token steps.
+//! - Attention runs in query chunks whose f32 scores stay under 64 MiB, so a long
+//!   prefill or a 5,000-patch screenshot does not allocate gigabytes of scores.
+//! - In a decode step the q/k/v and gate/up projections of quantized weights go through
+//!   candle's fused gemv (`QTensor::gemv_fused_shared_lhs`: one activation quantization,
+//!   one parallel region) where the CPU has the kernel (AVX512-VNNI, NEON), and through
+//!   separate quantized matmuls elsewhere.
+//! - Quantized weights take f32 input (the CPU kernels require it); with bf16/f16
+//!   activations the cast happens at each quantized matmul. Softmax runs in f32.
+//!
+//! Per-token allocations left: the rotary table of the step (`head_dim / 2` values per
+//! token), the activations of each layer, and the logits row.
 
+mod attention;
 pub mod config;
 pub mod rope;
 mod text;
@@ -125,10 +160,9 @@ pub fn mrope_positions(
             ))
         })?;
         let [gt, gh, gw] = *grid;
-        if gt * gh * gw != run {
+        if grid_tokens(grid) != Some(run) {
             return Err(Error::InvalidInput(format!(
-                "image-pad run at token {i} has {run} tokens, its image has {} ({gt}×{gh}×{gw})",
-                gt * gh * gw
+                "image-pad run at token {i} has {run} tokens, its image grid is {gt}×{gh}×{gw}"
             )));
         }
         for ti in 0..gt as u64 {
@@ -163,12 +197,26 @@ pub fn mrope_positions(
     })
 }
 
+/// Tokens of a merged `(t, h, w)` grid, `None` on overflow (grids can come from callers).
+fn grid_tokens(grid: &[usize; 3]) -> Option<usize> {
+    grid[0].checked_mul(grid[1])?.checked_mul(grid[2])
+}
+
 impl Qwen3Vl {
     /// Load a model as `opts` says (safetensors directory, optionally quantized at
     /// load, or a GGUF pair). Errors name the file, key or tensor that is wrong.
     pub fn load(opts: &LoadOptions) -> Result<Self> {
+        let started = std::time::Instant::now();
         let ws = WeightSource::open(opts)?;
-        Self::from_weights(&ws)
+        let model = Self::from_weights(&ws)?;
+        tracing::info!(
+            source = %ws.describe(),
+            quantize = ?opts.quantize,
+            dtype = ?ws.dtype(),
+            load_ms = started.elapsed().as_millis() as u64,
+            "loaded Qwen3-VL"
+        );
+        Ok(model)
     }
 
     /// Build the model from an opened weight source.
@@ -202,6 +250,14 @@ impl Qwen3Vl {
     /// Capacity of the KV cache in positions (grows on demand).
     pub fn cache_capacity(&self) -> usize {
         self.cache.capacity()
+    }
+
+    /// Empty the KV cache and free its buffers (a [`truncate`](VisionLanguageModel::truncate)
+    /// to 0 keeps them for reuse).
+    pub fn free_cache(&mut self) {
+        self.cache.clear();
+        self.next_position.clear();
+        self.last_hidden = None;
     }
 
     /// The M-RoPE position the next text token fed would get.
@@ -241,7 +297,12 @@ impl Qwen3Vl {
         let hidden_size = self.cfg.text.hidden_size;
         let n_deepstack = self.cfg.vision.deepstack_visual_indexes.len();
         for (i, img) in images.iter().enumerate() {
-            let n = img.n_tokens();
+            let n = grid_tokens(&img.token_grid).ok_or_else(|| {
+                Error::InvalidInput(format!(
+                    "image {i}: token grid {:?} overflows",
+                    img.token_grid
+                ))
+            })?;
             if img.embeddings.dims() != [n, hidden_size] {
                 return Err(Error::InvalidInput(format!(
                     "image {i}: embeddings {:?}, expected [{n}, {hidden_size}]",
@@ -410,5 +471,31 @@ impl VisionLanguageModel for Qwen3Vl {
             )));
         }
         self.text.lm_head_rows(ids)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_continue_after_each_image_from_its_largest_side() -> Result<()> {
+        const PAD: u32 = 7;
+        let tokens = [1, PAD, PAD, PAD, PAD, 2, PAD, PAD, PAD, PAD, PAD, PAD, 3];
+        let layout = mrope_positions(&tokens, &[[1, 2, 2], [1, 2, 3]], PAD, 10)?;
+        assert_eq!(layout.positions[0], [10, 10, 10]);
+        assert_eq!(
+            &layout.positions[1..5],
+            &[[11, 11, 11], [11, 11, 12], [11, 12, 11], [11, 12, 12]]
+        );
+        assert_eq!(layout.positions[5], [13, 13, 13]);
+        assert_eq!(layout.positions[6], [14, 14, 14]);
+        assert_eq!(layout.positions[11], [14, 15, 16]);
+        assert_eq!(layout.positions[12], [17, 17, 17]);
+        assert_eq!(layout.next_position.last(), Some(&18));
+        assert_eq!(layout.image_runs, vec![(1, 4), (6, 6)]);
+        assert!(mrope_positions(&tokens, &[[1, 2, 2]], PAD, 0).is_err());
+        assert!(mrope_positions(&tokens, &[[1, 2, 2], [1, 2, 2]], PAD, 0).is_err());
+        Ok(())
     }
 }

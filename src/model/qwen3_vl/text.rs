@@ -4,11 +4,12 @@
 //! Reference: `Qwen3VLTextModel` in transformers' `modeling_qwen3_vl.py`.
 
 use candle_core::{DType, Device, Tensor};
-use candle_nn::ops::{rms_norm, softmax_last_dim};
+use candle_nn::ops::rms_norm;
 use candle_nn::rotary_emb::rope;
 
 use crate::error::{Error, Result};
 use crate::model::kv_cache::KvCache;
+use crate::model::qwen3_vl::attention::attention;
 use crate::model::qwen3_vl::config::TextConfig;
 use crate::model::qwen3_vl::rope::{MropePosition, TextRope};
 use crate::model::weights::{Linear, WeightSource};
@@ -53,9 +54,11 @@ impl Mlp {
     }
 
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
-        let gate = self.gate_proj.forward(xs)?.silu()?;
-        let up = self.up_proj.forward(xs)?;
-        self.down_proj.forward(&(gate * up)?)
+        let [gate, up]: [Tensor; 2] =
+            Linear::forward_shared(&[&self.gate_proj, &self.up_proj], xs)?
+                .try_into()
+                .map_err(|_| Error::InvalidInput("fused gate/up returned a wrong count".into()))?;
+        self.down_proj.forward(&(gate.silu()? * up)?)
     }
 }
 
@@ -110,42 +113,41 @@ impl Attention {
         let n = xs.dim(0)?;
         let hd = self.head_dim;
         // (n, heads, hd) -> per-head RMSNorm -> (1, heads, n, hd)
-        let q = self.q_proj.forward(xs)?.reshape((n, self.n_heads, hd))?;
+        let [q, k, v]: [Tensor; 3] =
+            Linear::forward_shared(&[&self.q_proj, &self.k_proj, &self.v_proj], xs)?
+                .try_into()
+                .map_err(|_| Error::InvalidInput("fused q/k/v returned a wrong count".into()))?;
+        let q = q.reshape((n, self.n_heads, hd))?;
         let q = self
             .q_norm
             .forward(&q)?
             .transpose(0, 1)?
             .unsqueeze(0)?
             .contiguous()?;
-        let k = self.k_proj.forward(xs)?.reshape((n, self.n_kv_heads, hd))?;
+        let k = k.reshape((n, self.n_kv_heads, hd))?;
         let k = self
             .k_norm
             .forward(&k)?
             .transpose(0, 1)?
             .unsqueeze(0)?
             .contiguous()?;
-        let v = self.v_proj.forward(xs)?.reshape((n, self.n_kv_heads, hd))?;
+        let v = v.reshape((n, self.n_kv_heads, hd))?;
         let v = v.transpose(0, 1)?.unsqueeze(0)?.contiguous()?;
         let q = rope(&q, step.cos, step.sin)?;
         let k = rope(&k, step.cos, step.sin)?;
         let (k_all, v_all) = cache.append(layer, &k, &v)?;
-        let total = k_all.dim(2)?;
 
         // GQA without copying K/V: head h uses kv group h / rep, so the query heads of
         // one group are contiguous and fold into the row dimension of one matmul.
         let rep = self.n_heads / self.n_kv_heads;
-        let q = q.reshape((1, self.n_kv_heads, rep * n, hd))?;
-        let scores = (q.matmul(&k_all.t()?)? * self.scale)?;
-        let scores = scores.to_dtype(DType::F32)?;
-        let scores = match step.mask {
-            Some(mask) => scores
-                .reshape((1, self.n_kv_heads, rep, n, total))?
-                .broadcast_add(mask)?
-                .reshape((1, self.n_kv_heads, rep * n, total))?,
-            None => scores,
-        };
-        let probs = softmax_last_dim(&scores)?.to_dtype(v_all.dtype())?;
-        let out = probs.matmul(&v_all)?; // (1, kv, rep * n, hd)
+        let q = q.reshape((self.n_kv_heads, rep, n, hd))?;
+        let out = attention(
+            &q,
+            &k_all.squeeze(0)?,
+            &v_all.squeeze(0)?,
+            step.mask,
+            self.scale,
+        )?;
         let out = out
             .reshape((self.n_heads, n, hd))?
             .transpose(0, 1)?
@@ -257,7 +259,7 @@ impl TextModel {
     /// `(ids.len(), hidden)` token embeddings in the activation dtype.
     pub(crate) fn embed(&self, ids: &[u32]) -> Result<Tensor> {
         let ids = Tensor::new(ids, &self.device)?;
-        Ok(self.embed_tokens.rows(&ids)?.to_dtype(self.dtype)?)
+        self.embed_tokens.rows(&ids, self.dtype)
     }
 
     /// Run the decoder over `embeds` (`(n, hidden)`) at M-RoPE `positions`, appending to
@@ -310,7 +312,7 @@ impl TextModel {
     /// LM-head rows for `ids`, `(ids.len(), hidden)` f32.
     pub(crate) fn lm_head_rows(&self, ids: &[u32]) -> Result<Tensor> {
         let ids = Tensor::new(ids, &self.device)?;
-        self.lm_head.rows(&ids)
+        self.lm_head.rows(&ids, DType::F32)
     }
 
     pub(crate) fn n_layers(&self) -> usize {

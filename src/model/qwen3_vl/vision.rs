@@ -6,10 +6,11 @@
 //! order: merge blocks of `merge × merge` patches, row-major over the block grid.
 
 use candle_core::{DType, Device, Tensor};
-use candle_nn::ops::{layer_norm, softmax_last_dim};
+use candle_nn::ops::layer_norm;
 use candle_nn::rotary_emb::rope;
 
 use crate::error::{Error, Result};
+use crate::model::qwen3_vl::attention::attention;
 use crate::model::qwen3_vl::config::{VisionConfig, VISION_LAYER_NORM_EPS};
 use crate::model::qwen3_vl::rope::vision_cos_sin;
 use crate::model::weights::{Linear, WeightSource};
@@ -72,19 +73,20 @@ impl Attention {
         let q = rope(&q, &cos, &sin)?;
         let k = rope(&k, &cos, &sin)?;
         let scale = 1.0 / (hd as f64).sqrt();
+        // Frames attend only to themselves (the reference's cu_seqlens).
         let mut frames = Vec::with_capacity(n / hw);
         for f in 0..n / hw {
-            let (q, k, v) = (
-                q.narrow(2, f * hw, hw)?,
-                k.narrow(2, f * hw, hw)?,
-                v.narrow(2, f * hw, hw)?,
-            );
-            let scores = (q.matmul(&k.t()?)? * scale)?.to_dtype(DType::F32)?;
-            let probs = softmax_last_dim(&scores)?.to_dtype(dtype)?;
-            frames.push(probs.matmul(&v)?);
+            let qf = q.narrow(2, f * hw, hw)?.squeeze(0)?.unsqueeze(1)?; // (heads, 1, hw, hd)
+            let kf = k.narrow(2, f * hw, hw)?.squeeze(0)?;
+            let vf = v.narrow(2, f * hw, hw)?.squeeze(0)?;
+            frames.push(attention(&qf, &kf, &vf, None, scale)?.squeeze(1)?);
         }
-        let out = Tensor::cat(&frames, 2)?; // (1, heads, n, hd)
-        let out = out.squeeze(0)?.transpose(0, 1)?.reshape((n, nh * hd))?;
+        let out = if frames.len() == 1 {
+            frames.remove(0)
+        } else {
+            Tensor::cat(&frames, 1)?
+        }; // (heads, n, hd)
+        let out = out.transpose(0, 1)?.reshape((n, nh * hd))?;
         self.proj.forward(&out)
     }
 }
