@@ -72,7 +72,7 @@ pub fn bench(c: &mut Criterion) {
         })
         .unwrap_or_else(|| "unknown CPU".into());
     eprintln!(
-        "preprocess bench on {cpu}, {} threads available; image work is single-threaded",
+        "preprocess bench on {cpu}, {} threads available (the resize passes split rows across them)",
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
 

@@ -97,6 +97,26 @@ impl Taps {
         let k = &self.weights[i * self.ksize..i * self.ksize + self.len[i]];
         (self.start[i], k)
     }
+
+    /// The same taps as windows of exactly `ksize` pixels: a window that would run
+    /// past the end starts earlier, its weights shifted right and zero-padded. Zero
+    /// weights add exactly 0 to the integer sums, so results are unchanged, and a
+    /// fixed trip count lets the compiler unroll the inner loop. `None` when the
+    /// input is narrower than a window.
+    fn fixed_windows(&self, in_size: usize) -> Option<(Vec<usize>, Vec<i32>)> {
+        let k = self.ksize;
+        let last_start = in_size.checked_sub(k)?;
+        let mut starts = Vec::with_capacity(self.start.len());
+        let mut weights = vec![0i32; self.start.len() * k];
+        for (i, row) in weights.chunks_exact_mut(k).enumerate() {
+            let (start, taps) = self.of(i);
+            let fixed_start = start.min(last_start);
+            let shift = start - fixed_start;
+            row[shift..shift + taps.len()].copy_from_slice(taps);
+            starts.push(fixed_start);
+        }
+        Some((starts, weights))
+    }
 }
 
 /// Pillow's `clip8`: a fixed-point sum to a byte, rounding already biased in.
@@ -182,6 +202,8 @@ fn vertical_first((in_w, in_h): (usize, usize), (out_w, out_h): (usize, usize)) 
     shrink_h > 0 && shrink_h > shrink_w * 2
 }
 
+/// The horizontal pass over source rows `rows`, into `dst` (`rows.len()` rows of
+/// `out_w` pixels). Rows are independent and split across threads.
 #[inline(never)]
 fn horizontal_pass(
     src: &[u8],
@@ -193,44 +215,128 @@ fn horizontal_pass(
 ) {
     let in_stride = in_w * CHANNELS;
     let out_stride = out_w * CHANNELS;
-    for (y, dst_row) in rows.zip(dst.chunks_exact_mut(out_stride)) {
-        let src_row = &src[y * in_stride..(y + 1) * in_stride];
-        for (x, out_px) in dst_row.chunks_exact_mut(CHANNELS).enumerate() {
-            let (start, k) = taps.of(x);
-            let px = &src_row[start * CHANNELS..(start + k.len()) * CHANNELS];
-            let (mut r, mut g, mut b) = (ROUND_BIAS, ROUND_BIAS, ROUND_BIAS);
-            for (p, &w) in px.chunks_exact(CHANNELS).zip(k) {
-                r += i32::from(p[0]) * w;
-                g += i32::from(p[1]) * w;
-                b += i32::from(p[2]) * w;
+    let fixed = taps.fixed_windows(in_w);
+    let first_row = rows.start;
+    parallel_rows(dst, out_stride, |row0, chunk| {
+        for (i, dst_row) in chunk.chunks_exact_mut(out_stride).enumerate() {
+            let y = first_row + row0 + i;
+            let src_row = &src[y * in_stride..(y + 1) * in_stride];
+            match &fixed {
+                Some((starts, weights)) => match taps.ksize {
+                    5 => row_fixed::<5>(src_row, starts, weights, dst_row),
+                    7 => row_fixed::<7>(src_row, starts, weights, dst_row),
+                    9 => row_fixed::<9>(src_row, starts, weights, dst_row),
+                    11 => row_fixed::<11>(src_row, starts, weights, dst_row),
+                    13 => row_fixed::<13>(src_row, starts, weights, dst_row),
+                    _ => row_taps(src_row, taps, dst_row),
+                },
+                None => row_taps(src_row, taps, dst_row),
             }
-            out_px[0] = clip8(r);
-            out_px[1] = clip8(g);
-            out_px[2] = clip8(b);
         }
+    });
+}
+
+/// One output row from windows of exactly `K` taps (see [`Taps::fixed_windows`]).
+#[inline(always)]
+fn row_fixed<const K: usize>(
+    src_row: &[u8],
+    starts: &[usize],
+    weights: &[i32],
+    dst_row: &mut [u8],
+) {
+    let windows = starts.iter().zip(weights.chunks_exact(K));
+    for (out_px, (&start, k)) in dst_row.chunks_exact_mut(CHANNELS).zip(windows) {
+        let px = &src_row[start * CHANNELS..(start + K) * CHANNELS];
+        let (mut r, mut g, mut b) = (ROUND_BIAS, ROUND_BIAS, ROUND_BIAS);
+        for t in 0..K {
+            r += i32::from(px[t * CHANNELS]) * k[t];
+            g += i32::from(px[t * CHANNELS + 1]) * k[t];
+            b += i32::from(px[t * CHANNELS + 2]) * k[t];
+        }
+        out_px[0] = clip8(r);
+        out_px[1] = clip8(g);
+        out_px[2] = clip8(b);
     }
 }
 
+/// One output row from Pillow's variable-length taps (any size, any width).
+fn row_taps(src_row: &[u8], taps: &Taps, dst_row: &mut [u8]) {
+    for (x, out_px) in dst_row.chunks_exact_mut(CHANNELS).enumerate() {
+        let (start, k) = taps.of(x);
+        let px = &src_row[start * CHANNELS..(start + k.len()) * CHANNELS];
+        let (mut r, mut g, mut b) = (ROUND_BIAS, ROUND_BIAS, ROUND_BIAS);
+        for (p, &w) in px.chunks_exact(CHANNELS).zip(k) {
+            r += i32::from(p[0]) * w;
+            g += i32::from(p[1]) * w;
+            b += i32::from(p[2]) * w;
+        }
+        out_px[0] = clip8(r);
+        out_px[1] = clip8(g);
+        out_px[2] = clip8(b);
+    }
+}
+
+/// Output pixels below which a pass runs on the calling thread: spawning costs tens
+/// of microseconds, a 256×256 pass about a millisecond.
+const PARALLEL_MIN_BYTES: usize = 256 * 256 * CHANNELS;
+/// Most threads a pass uses; the passes are memory-bound beyond a few cores.
+const MAX_THREADS: usize = 8;
+
+/// Runs `f(first_row, rows)` over `dst` split into contiguous runs of whole rows of
+/// `stride` bytes, one per available core (scoped threads, no pool). Every row is
+/// computed by the same code whatever the split, so results do not depend on it.
+fn parallel_rows<F>(dst: &mut [u8], stride: usize, f: F)
+where
+    F: Fn(usize, &mut [u8]) + Sync,
+{
+    let n_rows = dst.len() / stride.max(1);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(MAX_THREADS)
+        .min(n_rows);
+    if threads <= 1 || dst.len() < PARALLEL_MIN_BYTES {
+        f(0, dst);
+        return;
+    }
+    let rows_per_thread = n_rows.div_ceil(threads);
+    std::thread::scope(|scope| {
+        let f = &f;
+        let mut chunks = dst.chunks_mut(rows_per_thread * stride).enumerate();
+        // The calling thread takes the first chunk itself.
+        let first = chunks.next();
+        for (i, chunk) in chunks {
+            scope.spawn(move || f(i * rows_per_thread, chunk));
+        }
+        if let Some((_, chunk)) = first {
+            f(0, chunk);
+        }
+    });
+}
+
+/// The vertical pass: `dst` rows from rows of `src` (`width` pixels each, the first
+/// being source row `row_offset`). Rows are independent and split across threads.
 #[inline(never)]
 fn vertical_pass(src: &[u8], width: usize, row_offset: usize, taps: &Taps, dst: &mut [u8]) {
     let stride = width * CHANNELS;
-    // Row-at-a-time accumulation so the inner loop is a straight multiply-add over a
-    // row, which the compiler vectorizes.
-    let mut acc = vec![0i32; stride];
-    for (y, dst_row) in dst.chunks_exact_mut(stride).enumerate() {
-        let (start, k) = taps.of(y);
-        acc.fill(ROUND_BIAS);
-        for (t, &w) in k.iter().enumerate() {
-            let row = start + t - row_offset;
-            let src_row = &src[row * stride..(row + 1) * stride];
-            for (a, &p) in acc.iter_mut().zip(src_row) {
-                *a += i32::from(p) * w;
+    parallel_rows(dst, stride, |row0, chunk| {
+        // Row-at-a-time accumulation so the inner loop is a straight multiply-add over
+        // a row, which the compiler vectorizes.
+        let mut acc = vec![0i32; stride];
+        for (i, dst_row) in chunk.chunks_exact_mut(stride).enumerate() {
+            let (start, k) = taps.of(row0 + i);
+            acc.fill(ROUND_BIAS);
+            for (t, &w) in k.iter().enumerate() {
+                let row = start + t - row_offset;
+                let src_row = &src[row * stride..(row + 1) * stride];
+                for (a, &p) in acc.iter_mut().zip(src_row) {
+                    *a += i32::from(p) * w;
+                }
+            }
+            for (d, &a) in dst_row.iter_mut().zip(&acc) {
+                *d = clip8(a);
             }
         }
-        for (d, &a) in dst_row.iter_mut().zip(&acc) {
-            *d = clip8(a);
-        }
-    }
+    });
 }
 
 #[cfg(test)]
@@ -250,6 +356,87 @@ mod tests {
                     "{i}->{o} at {x}: {sum}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn fixed_windows_give_the_same_rows_as_variable_taps() {
+        let mut state = 12345u32;
+        for (i, o) in [(300, 256), (97, 64), (20, 64), (640, 32), (9, 4), (13, 60)] {
+            let src: Vec<u8> = (0..i * CHANNELS)
+                .map(|_| {
+                    state = state.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                    (state >> 16) as u8
+                })
+                .collect();
+            let taps = Taps::new(i, o);
+            let mut want = vec![0u8; o * CHANNELS];
+            row_taps(&src, &taps, &mut want);
+            let mut got = vec![0u8; o * CHANNELS];
+            horizontal_pass(&src, i, 0..1, &taps, o, &mut got);
+            assert_eq!(got, want, "{i}->{o}");
+        }
+    }
+
+    /// Pillow's algorithm written the plain way: one output pixel at a time, no
+    /// windows, no threads.
+    fn serial_reference(
+        src: &[u8],
+        (in_w, in_h): (usize, usize),
+        (out_w, out_h): (usize, usize),
+    ) -> Vec<u8> {
+        let (horiz, vert) = (Taps::new(in_w, out_w), Taps::new(in_h, out_h));
+        let h_pass = |img: &[u8], w: usize, h: usize| {
+            let mut out = vec![0u8; out_w * h * CHANNELS];
+            for y in 0..h {
+                let row = &img[y * w * CHANNELS..(y + 1) * w * CHANNELS];
+                row_taps(
+                    row,
+                    &horiz,
+                    &mut out[y * out_w * CHANNELS..(y + 1) * out_w * CHANNELS],
+                );
+            }
+            out
+        };
+        let v_pass = |img: &[u8], w: usize| {
+            let mut out = vec![0u8; w * out_h * CHANNELS];
+            for y in 0..out_h {
+                let (start, k) = vert.of(y);
+                for i in 0..w * CHANNELS {
+                    let sum = k.iter().enumerate().fold(ROUND_BIAS, |acc, (t, &wt)| {
+                        acc + i32::from(img[(start + t) * w * CHANNELS + i]) * wt
+                    });
+                    out[y * w * CHANNELS + i] = clip8(sum);
+                }
+            }
+            out
+        };
+        if vertical_first((in_w, in_h), (out_w, out_h)) {
+            h_pass(&v_pass(src, in_w), in_w, out_h)
+        } else {
+            v_pass(&h_pass(src, in_w, in_h), out_w)
+        }
+    }
+
+    #[test]
+    fn threaded_windowed_resize_equals_the_serial_algorithm() {
+        let mut state = 99u32;
+        // Large enough to be split across threads; both pass orders.
+        for ((iw, ih), (ow, oh)) in [
+            ((700, 500), (416, 320)),
+            ((500, 700), (480, 200)),
+            ((300, 260), (640, 352)),
+        ] {
+            let src: Vec<u8> = (0..iw * ih * CHANNELS)
+                .map(|_| {
+                    state = state.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                    (state >> 16) as u8
+                })
+                .collect();
+            assert!(ow * oh * CHANNELS >= PARALLEL_MIN_BYTES);
+            let got = resize_rgb(&src, (iw, ih), (ow, oh));
+            let want = serial_reference(&src, (iw, ih), (ow, oh));
+            assert_eq!(got, want, "{iw}x{ih} -> {ow}x{oh}");
         }
     }
 
