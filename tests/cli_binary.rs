@@ -41,11 +41,18 @@ fn plan_prints_a_valid_move_and_its_stats() -> Result<()> {
     ])?;
     ensure!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
-    let mv: NextMove = serde_json::from_str(stdout.trim())
-        .with_context(|| format!("not a NextMove: {stdout}"))?;
+    let mv: NextMove =
+        serde_json::from_str(stdout.trim()).with_context(|| format!("not a NextMove: {stdout}"))?;
     drop(mv);
     let stderr = text(&out.stderr);
-    for stage in ["preprocess", "vision", "prefill", "decode", "grammar", "total"] {
+    for stage in [
+        "preprocess",
+        "vision",
+        "prefill",
+        "decode",
+        "grammar",
+        "total",
+    ] {
         ensure!(stderr.contains(stage), "--stats lacks {stage}: {stderr}");
     }
     Ok(())
@@ -71,7 +78,10 @@ fn verify_prints_a_verdict() -> Result<()> {
     let verdict: DoneVerdict = serde_json::from_str(stdout.trim())
         .with_context(|| format!("not a DoneVerdict: {stdout} {}", text(&out.stderr)))?;
     // Exit 0 when verified, 1 when not: the code agrees with the printed verdict.
-    assert_eq!(out.status.code(), Some(if verdict.verified { 0 } else { 1 }));
+    assert_eq!(
+        out.status.code(),
+        Some(if verdict.verified { 0 } else { 1 })
+    );
     Ok(())
 }
 
@@ -171,8 +181,15 @@ fn run_with_the_tiny_model_ends_with_an_outcome_and_a_complete_trace() -> Result
         .map(serde_json::from_str)
         .collect::<Result<_, _>>()?;
     let screens = std::fs::read_dir(trace.path().join("screens"))?.count();
-    ensure!(screens == turns.len(), "{screens} screenshots for {} turns", turns.len());
+    ensure!(
+        screens == turns.len(),
+        "{screens} screenshots for {} turns",
+        turns.len()
+    );
     ensure!(trace.path().join("run.json").is_file(), "no run.json");
-    ensure!(trace.path().join("outcome.json").is_file(), "no outcome.json");
+    ensure!(
+        trace.path().join("outcome.json").is_file(),
+        "no outcome.json"
+    );
     Ok(())
 }
