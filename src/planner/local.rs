@@ -262,7 +262,14 @@ impl LocalPlanner {
             Some(q) => format!("{q:?} (quantized at load)"),
             None => "as stored".to_string(),
         };
-        let model_description = format!("{model:?}");
+        let text = &model.config().text;
+        let model_description = format!(
+            "Qwen3-VL, {} layers, hidden {}, {:?} activations: {}",
+            text.num_hidden_layers,
+            text.hidden_size,
+            model.dtype(),
+            model.source()
+        );
         let mut planner = Self::from_parts(Box::new(model), tokenizer, preprocess, options)?;
         planner.report = LoadReport {
             model: model_description,

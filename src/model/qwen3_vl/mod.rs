@@ -247,6 +247,11 @@ impl Qwen3Vl {
         self.dtype
     }
 
+    /// The files the model was loaded from, in one line.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
     /// Capacity of the KV cache in positions (grows on demand).
     pub fn cache_capacity(&self) -> usize {
         self.cache.capacity()
