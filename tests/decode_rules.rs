@@ -84,9 +84,9 @@ fn token_env_has_the_logits_width_and_never_allows_padding_or_special_tokens() -
 #[test]
 fn steered_moves_of_every_shape_decode_exactly() -> Result<()> {
     let targets = [
-        r#"{"kind":"batch","purpose":"Open the file menu","steps":[{"purpose":"click File","action":{"type":"click","target_id":"el-1"}},{"purpose":"wait","kind":"deterministic","action":{"type":"wait","ms":500}},{"purpose":"type","kind":"llm_assisted","action":{"type":"type","target_id":"xy:120,980","text":"He said \"hi\"\\n"}}]}"#,
-        r#"{"kind":"batch","purpose":"keys","steps":[{"purpose":"copy","action":{"type":"key_combo","keys":["ctrl","c"]}},{"purpose":"enter","action":{"type":"key","key":"enter"}},{"purpose":"scroll","action":{"type":"scroll","dx":0,"dy":-300}},{"purpose":"drag","action":{"type":"drag","from_target_id":"el-0","to_target_id":"xy:0,1000"}},{"purpose":"select","action":{"type":"select","from_x":1,"from_y":2,"to_x":999,"to_y":1000}}]}"#,
-        r#"{"kind":"batch","purpose":"read","steps":[{"purpose":"read prices","action":{"type":"extract","goal":"prices","data":"$3, $4"}},{"purpose":"type","action":{"type":"type","text":"Grüße 按钮"}}]}"#,
+        r#"{"kind":"batch","purpose":"Open the file menu","steps":[{"purpose":"click File","kind":"deterministic","action":{"type":"click","target_id":"el-1"}},{"purpose":"wait","kind":"deterministic","action":{"type":"wait","ms":500}},{"purpose":"type","kind":"llm_assisted","action":{"type":"type","target_id":"xy:120,980","text":"He said \"hi\"\\n"}}]}"#,
+        r#"{"kind":"batch","purpose":"keys","steps":[{"purpose":"copy","kind":"deterministic","action":{"type":"key_combo","keys":["ctrl","c"]}},{"purpose":"enter","kind":"deterministic","action":{"type":"key","key":"enter"}},{"purpose":"scroll","kind":"deterministic","action":{"type":"scroll","dx":0,"dy":-300}},{"purpose":"drag","kind":"deterministic","action":{"type":"drag","from_target_id":"el-0","to_target_id":"xy:0,1000"}},{"purpose":"select","kind":"deterministic","action":{"type":"select","from_x":1,"from_y":2,"to_x":999,"to_y":1000}}]}"#,
+        r#"{"kind":"batch","purpose":"read","steps":[{"purpose":"read prices","kind":"deterministic","action":{"type":"extract","goal":"prices","data":"$3, $4"}},{"purpose":"type","kind":"deterministic","action":{"type":"type","text":"Grüße 按钮"}}]}"#,
         r#"{"kind":"done","summary":"Saved the file","extracted_data":{"price":12.5,"currency":"EUR","ok":true,"n":null}}"#,
         r#"{"kind":"done","summary":"Nothing to extract","extracted_data":null}"#,
         r#"{"kind":"done","summary":"List","extracted_data":["a",1,false]}"#,
@@ -111,7 +111,7 @@ fn steered_moves_of_every_shape_decode_exactly() -> Result<()> {
 
 #[test]
 fn grammar_rejects_cdp_actions_without_a_cdp_capability() -> Result<()> {
-    let target = r#"{"kind":"batch","purpose":"go","steps":[{"purpose":"eval","action":{"type":"cdp_eval","expression":"document.title"}},{"purpose":"nav","action":{"type":"navigate","url":"https://example.com"}}]}"#;
+    let target = r#"{"kind":"batch","purpose":"go","steps":[{"purpose":"eval","kind":"deterministic","action":{"type":"cdp_eval","expression":"document.title"}},{"purpose":"nav","kind":"deterministic","action":{"type":"navigate","url":"https://example.com"}}]}"#;
     let with = decode_toward(
         &ids(3, false),
         &["cdp_bound", "native_input"],
@@ -138,7 +138,7 @@ fn grammar_rejects_cdp_actions_without_a_cdp_capability() -> Result<()> {
 
 #[test]
 fn grammar_rejects_native_input_when_capabilities_lack_it() -> Result<()> {
-    let target = r#"{"kind":"batch","purpose":"click","steps":[{"purpose":"click","action":{"type":"click","target_id":"el-1"}}]}"#;
+    let target = r#"{"kind":"batch","purpose":"click","steps":[{"purpose":"click","kind":"deterministic","action":{"type":"click","target_id":"el-1"}}]}"#;
     let out = decode_toward(
         &ids(3, false),
         &["cdp_bound"],
@@ -161,14 +161,14 @@ fn caller_configured_action_set_limits_the_grammar() -> Result<()> {
         actions: vec![ActionKind::Click, ActionKind::SetValue],
         ..GrammarOptions::default()
     };
-    let target = r#"{"kind":"batch","purpose":"set","steps":[{"purpose":"set","action":{"type":"set_value","target_id":"el-2","value":"42"}}]}"#;
+    let target = r#"{"kind":"batch","purpose":"set","steps":[{"purpose":"set","kind":"deterministic","action":{"type":"set_value","target_id":"el-2","value":"42"}}]}"#;
     ensure!(
         decode_toward(&ids(3, false), &[], &options, target)?
             .decoded
             .text
             == target
     );
-    let wait = r#"{"kind":"batch","purpose":"wait","steps":[{"purpose":"wait","action":{"type":"wait","ms":5}}]}"#;
+    let wait = r#"{"kind":"batch","purpose":"wait","steps":[{"purpose":"wait","kind":"deterministic","action":{"type":"wait","ms":5}}]}"#;
     let out = decode_toward(&ids(3, false), &[], &options, wait)?;
     for a in actions(&out.next_move) {
         ensure!(
@@ -184,7 +184,7 @@ fn caller_configured_action_set_limits_the_grammar() -> Result<()> {
 
 #[test]
 fn grammar_rejects_target_ids_not_in_view() -> Result<()> {
-    let target = r#"{"kind":"batch","purpose":"click","steps":[{"purpose":"click","action":{"type":"click","target_id":"el-99"}}]}"#;
+    let target = r#"{"kind":"batch","purpose":"click","steps":[{"purpose":"click","kind":"deterministic","action":{"type":"click","target_id":"el-99"}}]}"#;
     let out = decode_toward(&ids(3, false), &[], &GrammarOptions::default(), target)?;
     for a in actions(&out.next_move) {
         for t in a.target_ids() {
@@ -237,7 +237,7 @@ fn odd_element_ids_are_escaped_and_round_trip() -> Result<()> {
     for id in odd_ids() {
         let target = serde_json::to_string(&serde_json::json!({
             "kind": "batch", "purpose": "click",
-            "steps": [{"purpose": "click", "action": {"type": "click", "target_id": id}}]
+            "steps": [{"purpose": "click", "kind": "deterministic", "action": {"type": "click", "target_id": id}}]
         }))?;
         let out = decode_toward(&view_ids, &[], &GrammarOptions::default(), &target)?;
         ensure!(out.decoded.text == target, "{id:?}: {}", out.decoded.text);
@@ -249,7 +249,7 @@ fn odd_element_ids_are_escaped_and_round_trip() -> Result<()> {
 
 #[test]
 fn batches_hold_one_to_five_steps() -> Result<()> {
-    let step = r#"{"purpose":"w","action":{"type":"wait","ms":1}}"#;
+    let step = r#"{"purpose":"w","kind":"deterministic","action":{"type":"wait","ms":1}}"#;
     let six = format!(
         r#"{{"kind":"batch","purpose":"many","steps":[{}]}}"#,
         [step; 6].join(",")
@@ -304,7 +304,7 @@ fn strings_close_at_their_token_bound_and_numbers_stay_in_range() -> Result<()> 
         ),
     ] {
         let target = format!(
-            r#"{{"kind":"batch","purpose":"p","steps":[{{"purpose":"p","action":{too_big}}}]}}"#
+            r#"{{"kind":"batch","purpose":"p","steps":[{{"purpose":"p","kind":"deterministic","action":{too_big}}}]}}"#
         );
         let out = decode_toward(&ids(1, false), &[], &GrammarOptions::default(), &target)?;
         ensure!(
@@ -323,6 +323,7 @@ fn terminal_moves_need_non_empty_text_and_compact_json() -> Result<()> {
         r#"{"kind":"done","summary":""}"#,
         r#"{"kind": "fail", "reason": "spaces"}"#,
         r#"{"kind":"fail","reason":"x","extra":1}"#,
+        r#"{"kind":"batch","purpose":"p","steps":[{"purpose":"no kind","action":{"type":"wait","ms":1}}]}"#,
     ] {
         let out = decode_toward(&ids(1, false), &[], &GrammarOptions::default(), target)?;
         ensure!(out.decoded.text != target, "accepted {target}");
@@ -339,7 +340,7 @@ fn forced_runs_are_fed_in_one_pass_with_the_same_output_as_unbatched() -> Result
     )?;
     let grammar = Grammar::for_move(env(), &spec, GrammarEngine::Lark)?;
     let prompt = env().tokenize("<|im_start|>assistant\n");
-    let target = r#"{"kind":"batch","purpose":"Open the file menu","steps":[{"purpose":"click File","action":{"type":"click","target_id":"el-20"}},{"purpose":"wait for it","kind":"deterministic","action":{"type":"wait","ms":500}}]}"#;
+    let target = r#"{"kind":"batch","purpose":"Open the file menu","steps":[{"purpose":"click File","kind":"deterministic","action":{"type":"click","target_id":"el-20"}},{"purpose":"wait for it","kind":"deterministic","action":{"type":"wait","ms":500}}]}"#;
     let scripts = [
         Script::Steer {
             target: target.as_bytes().to_vec(),

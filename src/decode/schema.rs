@@ -9,11 +9,16 @@
 //!   (tag first, `additionalProperties: false`, compact JSON through llguidance's
 //!   `x-guidance` options). Strings are bounded by `maxLength`.
 //! - [`MoveSpec::lark`]: the same language as an llguidance Lark grammar, the engine's
-//!   default. The difference is how free text is bounded: by a **token count**
-//!   (`max_tokens`) instead of a character count. A character-counted string makes
-//!   every mask inside it walk the vocabulary trie (p99 ~0.9 ms with Qwen's
-//!   vocabulary); an unbounded-by-characters string lets llguidance answer from its
-//!   precomputed token slices (microseconds). See the crate's measurement test.
+//!   default. Strings are one unbounded lexeme there, bounded by **tokens** instead:
+//!   [`MoveSpec::string_caps`] gives each string's bound and the decoder closes a
+//!   string that reaches it. A character-counted string makes every mask inside it
+//!   walk the vocabulary trie (p99 ~0.9 ms with Qwen's vocabulary); an unbounded
+//!   lexeme lets llguidance answer from its precomputed token slices. llguidance's
+//!   own `max_tokens` is no substitute: it truncates a lexeme anywhere, inside a
+//!   UTF-8 character or an escape (the property test caught it).
+//!
+//! Steps always carry `kind`, as serde writes them, so the key is forced rather
+//! than sampled.
 //!
 //! Both put each object's tag (`kind`, `type`) first, in serde's field order, and
 //! allow no whitespace, so the model cannot pad. Element ids are user data: they are
@@ -562,9 +567,8 @@ impl MoveSpec {
                     "steps",
                     json!({
                         "type": "array", "minItems": 1, "maxItems": l.max_steps,
-                        "items": object_with_optional(
+                        "items": object(
                             vec![("purpose", sentence.clone()), ("kind", step_kind), ("action", json!({"anyOf": actions}))],
-                            &["kind"],
                         ),
                     }),
                 ),
@@ -679,7 +683,7 @@ impl MoveSpec {
                 lit(","),
             );
             g += &format!(
-                "step: {} sentence ({} | {})? {} action \"}}\"\n",
+                "step: {} sentence ({} | {}) {} action \"}}\"\n",
                 lit(r#"{"purpose":"#),
                 lit(&format!(
                     r#","kind":"{}""#,

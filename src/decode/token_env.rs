@@ -28,6 +28,15 @@ use crate::error::{Error, Result};
 /// The name of the token that ends a move: Qwen's end of a chat turn.
 pub const EOS_TOKEN: &str = "<|im_end|>";
 
+/// Token classes llguidance precomputes ("slices"): a mask inside a string whose
+/// lexer state accepts any run of plain characters takes the whole class at once
+/// instead of walking the vocabulary. llguidance's default JSON slices add a
+/// whitespace class and two length-bounded classes (for `maxLength` strings); the
+/// Lark move grammar has neither, and each extra class is one more containment
+/// check on every mask outside strings (measured: ~5% lower mask p50/p99 on the
+/// move corpus with this single class).
+const STRING_SLICES: &[&str] = &[r#"[^"\\\x00-\x1F\x7F]+"#];
+
 /// The GPT-2 byte-level alphabet, inverted: the character a byte-level BPE
 /// vocabulary writes for each byte, mapped back to that byte.
 ///
@@ -78,7 +87,15 @@ impl std::fmt::Debug for TokenEnv {
 struct HfTokenizerEnv {
     tokenizer: Tokenizer,
     trie: TokTrie,
+    /// Tokenizations of forced byte strings. llguidance tokenizes the forced bytes
+    /// at every step (twice after a forced run), and the same few dozen structural
+    /// strings (`","action":{"type":"`, …) recur in every move; the tokenizer call
+    /// costs tens of microseconds, a lookup well under one.
+    memo: std::sync::Mutex<HashMap<Vec<u8>, Vec<TokenId>>>,
 }
+
+/// Most tokenizations [`HfTokenizerEnv`] remembers before starting over.
+const TOKENIZE_MEMO_ENTRIES: usize = 4096;
 
 impl TokenizerEnv for HfTokenizerEnv {
     fn tok_trie(&self) -> &TokTrie {
@@ -86,6 +103,22 @@ impl TokenizerEnv for HfTokenizerEnv {
     }
 
     fn tokenize_bytes(&self, s: &[u8]) -> Vec<TokenId> {
+        if let Some(hit) = self.memo.lock().ok().and_then(|m| m.get(s).cloned()) {
+            return hit;
+        }
+        let tokens = self.tokenize_uncached(s);
+        if let Ok(mut memo) = self.memo.lock() {
+            if memo.len() >= TOKENIZE_MEMO_ENTRIES {
+                memo.clear();
+            }
+            memo.insert(s.to_vec(), tokens.clone());
+        }
+        tokens
+    }
+}
+
+impl HfTokenizerEnv {
+    fn tokenize_uncached(&self, s: &[u8]) -> Vec<TokenId> {
         // Valid UTF-8 runs go through the real tokenizer (canonical ids, which is what
         // forced tokens must be); the trie's greedy tokenization covers the rest, and a
         // tokenizer error, instead of panicking inside the parser.
@@ -165,9 +198,12 @@ impl TokenEnv {
         let env: TokEnv = Arc::new(HfTokenizerEnv {
             tokenizer: tokenizer.clone(),
             trie,
+            memo: Default::default(),
         });
-        let mut factory = ParserFactory::new_simple(&env)
-            .map_err(|e| Error::Grammar(format!("building the parser factory: {e}")))?;
+        let slices: Vec<String> = STRING_SLICES.iter().map(|s| s.to_string()).collect();
+        let mut factory =
+            ParserFactory::new(&env, toktrie::InferenceCapabilities::default(), &slices)
+                .map_err(|e| Error::Grammar(format!("building the parser factory: {e}")))?;
         factory.quiet();
         Ok(TokenEnv {
             env,

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod corpus;
+
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
