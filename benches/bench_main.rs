@@ -8,6 +8,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 
+mod grammar;
 mod model;
 mod preprocess;
 mod turn;
@@ -31,6 +32,7 @@ criterion_group!(
     benches,
     machine,
     preprocess::bench,
+    grammar::bench,
     model::vision,
     model::prefill_and_decode,
     turn::bench
