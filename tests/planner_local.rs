@@ -122,8 +122,8 @@ fn every_move_kind_round_trips_through_the_real_decoder() -> Result<()> {
     let v = view(3, &[]);
     let goal = "Open the second item";
     for target in [
-        r#"{"kind":"batch","purpose":"open it","steps":[{"purpose":"click item 1","action":{"type":"click","target_id":"el-1"}},{"purpose":"confirm","action":{"type":"key","key":"enter"}}]}"#,
-        r#"{"kind":"batch","purpose":"point","steps":[{"purpose":"click a point","action":{"type":"click","target_id":"xy:500,250"}}]}"#,
+        r#"{"kind":"batch","purpose":"open it","steps":[{"purpose":"click item 1","kind":"deterministic","action":{"type":"click","target_id":"el-1"}},{"purpose":"confirm","kind":"deterministic","action":{"type":"key","key":"enter"}}]}"#,
+        r#"{"kind":"batch","purpose":"point","steps":[{"purpose":"click a point","kind":"deterministic","action":{"type":"click","target_id":"xy:500,250"}}]}"#,
         r#"{"kind":"done","summary":"The item is open.","extracted_data":null}"#,
         r#"{"kind":"fail","reason":"The item does not exist."}"#,
         r#"{"kind":"clarify","question":"Which item do you mean?"}"#,
