@@ -3,37 +3,20 @@
 
 use std::path::Path;
 
-use cel_contracts::{OmittedCounts, PlanningBudget, PlanningScreen, PlanningView};
+use cel_contracts::{PlanningScreen, PlanningView};
 use criterion::{BenchmarkId, Criterion};
 use sightline::planner::{DeviceChoice, LocalPlanner, PlannerOptions, Turn};
 
 use crate::model::bench_model_source;
 
 fn view() -> PlanningView {
-    PlanningView {
-        goal: String::new(),
-        budget: PlanningBudget::default(),
-        screen: PlanningScreen {
-            active_app: "Settings".into(),
-            window: "Display".into(),
-            summary: None,
-            url: None,
-        },
-        elements: vec![],
-        adapter_facts: vec![],
-        adapter_actions: vec![],
-        capabilities: vec![],
-        run_progress: Default::default(),
-        memories: vec![],
-        knowledge: vec![],
-        recent_events: vec![],
-        blockers: vec![],
-        anomalies: vec![],
-        evidence: vec![],
-        selection_rationale: None,
-        omitted_counts: OmittedCounts::default(),
-        adapter_actions_prompt: None,
-    }
+    let screen = PlanningScreen {
+        active_app: "Settings".into(),
+        window: "Display".into(),
+        summary: None,
+        url: None,
+    };
+    sightline::view::view_of("Open the display settings", screen, vec![])
 }
 
 /// decide_next with a new screenshot every turn, and verify_done on the same screen.

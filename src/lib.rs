@@ -14,6 +14,7 @@ pub mod planner;
 #[cfg(feature = "desktop")]
 pub mod runner;
 pub mod tokenizer;
+pub mod view;
 
 pub use error::{Error, Result};
 pub use model::qwen3_vl::{Qwen3Vl, Qwen3VlConfig};

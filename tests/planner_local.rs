@@ -6,9 +6,8 @@ use std::sync::Arc;
 
 use anyhow::{ensure, Result};
 use cel_contracts::{
-    AttemptRecord, CapabilityRef, NextMove, OmittedCounts, PlanProducer, PlannedAction,
-    PlanningBudget, PlanningElement, PlanningElementState, PlanningScreen, PlanningView,
-    RunProgress,
+    AttemptRecord, CapabilityRef, NextMove, PlanProducer, PlannedAction, PlanningElement,
+    PlanningElementState, PlanningScreen, PlanningView, RunProgress,
 };
 use sightline::decode::{GrammarOptions, MoveSpec, TokenEnv};
 use sightline::image::PreprocessConfig;
@@ -17,6 +16,7 @@ use sightline::model::weights::ModelSource;
 use sightline::planner::prompt::{PromptRenderer, TaskInput};
 use sightline::planner::{DeviceChoice, LocalPlanner, PlannerOptions, Turn};
 use sightline::tokenizer::load_tokenizer;
+use sightline::view::view_of;
 
 const QWEN_LOGITS: usize = 151_936;
 
@@ -43,19 +43,6 @@ fn element(id: &str, label: &str, selected: bool) -> PlanningElement {
 
 fn view(n_elements: usize, capabilities: &[&str]) -> PlanningView {
     PlanningView {
-        goal: String::new(),
-        budget: PlanningBudget::default(),
-        screen: PlanningScreen {
-            active_app: "Files".into(),
-            window: "Documents".into(),
-            summary: None,
-            url: None,
-        },
-        elements: (0..n_elements)
-            .map(|i| element(&format!("el-{i}"), &format!("item {i}"), false))
-            .collect(),
-        adapter_facts: vec![],
-        adapter_actions: vec![],
         capabilities: capabilities
             .iter()
             .map(|c| CapabilityRef {
@@ -67,15 +54,18 @@ fn view(n_elements: usize, capabilities: &[&str]) -> PlanningView {
             steps_used: 1,
             max_steps: 30,
         },
-        memories: vec![],
-        knowledge: vec![],
-        recent_events: vec![],
-        blockers: vec![],
-        anomalies: vec![],
-        evidence: vec![],
-        selection_rationale: None,
-        omitted_counts: OmittedCounts::default(),
-        adapter_actions_prompt: None,
+        ..view_of(
+            "",
+            PlanningScreen {
+                active_app: "Files".into(),
+                window: "Documents".into(),
+                summary: None,
+                url: None,
+            },
+            (0..n_elements)
+                .map(|i| element(&format!("el-{i}"), &format!("item {i}"), false))
+                .collect(),
+        )
     }
 }
 

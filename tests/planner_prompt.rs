@@ -4,11 +4,11 @@ use std::path::Path;
 
 use anyhow::Result;
 use cel_contracts::{
-    OmittedCounts, PlanningBudget, PlanningElement, PlanningElementState, PlanningScreen,
-    PlanningView, RunProgress,
+    PlanningElement, PlanningElementState, PlanningScreen, PlanningView, RunProgress,
 };
 use sightline::planner::prompt::{render_view, PromptRenderer, TaskInput};
 use sightline::tokenizer::load_tokenizer;
+use sightline::view::view_of;
 
 fn renderer() -> Result<PromptRenderer> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/fixtures/tokenizer.json.gz");
@@ -32,32 +32,18 @@ fn element(id: &str, label: &str) -> PlanningElement {
 }
 
 fn view(elements: Vec<PlanningElement>) -> PlanningView {
+    let screen = PlanningScreen {
+        active_app: "gedit".into(),
+        window: "notes.txt".into(),
+        summary: None,
+        url: None,
+    };
     PlanningView {
-        goal: "save".into(),
-        budget: PlanningBudget::default(),
-        screen: PlanningScreen {
-            active_app: "gedit".into(),
-            window: "notes.txt".into(),
-            summary: None,
-            url: None,
-        },
-        elements,
-        adapter_facts: vec![],
-        adapter_actions: vec![],
-        capabilities: vec![],
         run_progress: RunProgress {
             steps_used: 2,
             max_steps: 20,
         },
-        memories: vec![],
-        knowledge: vec![],
-        recent_events: vec![],
-        blockers: vec![],
-        anomalies: vec![],
-        evidence: vec![],
-        selection_rationale: None,
-        omitted_counts: OmittedCounts::default(),
-        adapter_actions_prompt: None,
+        ..view_of("save", screen, elements)
     }
 }
 

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use cel_contracts::{AttemptRecord, OmittedCounts, PlanningBudget, PlanningScreen, PlanningView};
+use cel_contracts::{AttemptRecord, PlanningView};
 use serde::de::DeserializeOwned;
 use sightline::hub::{parse_model_spec, Hub, ModelFiles, ResolvedModel};
 use sightline::model::weights::ModelSource;
@@ -118,7 +118,7 @@ fn report(result: Result<i32>) -> i32 {
 fn plan_inner(args: &PlanArgs) -> Result<()> {
     let view = match &args.view {
         Some(path) => read_json::<PlanningView>(path, "view")?,
-        None => empty_view(&args.goal),
+        None => sightline::view::empty_view(&args.goal),
     };
     let history: Vec<AttemptRecord> = match &args.history {
         Some(path) => read_json(path, "history")?,
@@ -151,7 +151,7 @@ fn plan_inner(args: &PlanArgs) -> Result<()> {
 fn verify_inner(args: &VerifyArgs) -> Result<i32> {
     let view = match &args.view {
         Some(path) => read_json::<PlanningView>(path, "view")?,
-        None => empty_view(&args.goal),
+        None => sightline::view::empty_view(&args.goal),
     };
     let screenshot = read_file(&args.screenshot)?;
     let mut options = planner_options(&args.model, args.grader_head.clone())?;
@@ -237,29 +237,6 @@ fn read_json<T: DeserializeOwned>(path: &Path, what: &str) -> Result<T> {
         .with_context(|| format!("{} ({what}): not JSON", path.display()))?;
     serde_json::from_value(value)
         .with_context(|| format!("{} ({what}): not a valid {what}", path.display()))
-}
-
-/// The view of a desktop the planner knows nothing about but the screenshot.
-pub fn empty_view(goal: &str) -> PlanningView {
-    PlanningView {
-        goal: goal.to_string(),
-        budget: PlanningBudget::default(),
-        screen: PlanningScreen::default(),
-        elements: vec![],
-        adapter_facts: vec![],
-        adapter_actions: vec![],
-        capabilities: vec![],
-        run_progress: Default::default(),
-        memories: vec![],
-        knowledge: vec![],
-        recent_events: vec![],
-        blockers: vec![],
-        anomalies: vec![],
-        evidence: vec![],
-        selection_rationale: None,
-        omitted_counts: OmittedCounts::default(),
-        adapter_actions_prompt: None,
-    }
 }
 
 fn print_stats(planner: &LocalPlanner, s: &TurnStats) {

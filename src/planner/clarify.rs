@@ -166,9 +166,7 @@ fn view_has_referent(view: &PlanningView) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cel_contracts::{
-        OmittedCounts, PlanningBudget, PlanningElement, PlanningElementState, PlanningScreen,
-    };
+    use cel_contracts::{PlanningElement, PlanningElementState, PlanningScreen};
 
     fn view(selected: bool) -> PlanningView {
         let elements = if selected {
@@ -189,25 +187,7 @@ mod tests {
         } else {
             vec![]
         };
-        PlanningView {
-            goal: String::new(),
-            budget: PlanningBudget::default(),
-            screen: PlanningScreen::default(),
-            elements,
-            adapter_facts: vec![],
-            adapter_actions: vec![],
-            capabilities: vec![],
-            run_progress: Default::default(),
-            memories: vec![],
-            knowledge: vec![],
-            recent_events: vec![],
-            blockers: vec![],
-            anomalies: vec![],
-            evidence: vec![],
-            selection_rationale: None,
-            omitted_counts: OmittedCounts::default(),
-            adapter_actions_prompt: None,
-        }
+        crate::view::view_of("", PlanningScreen::default(), elements)
     }
 
     #[test]

@@ -47,9 +47,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use cel_contracts::{
-    AttemptRecord, CapabilityRef, DoneVerdict, FailureReport, GoalOutcome, NextMove, OmittedCounts,
-    PlanProducer, PlannedAction, PlanningBudget, PlanningElement, PlanningScreen, PlanningView,
-    RunLimits, RunProgress, Step, StepResult,
+    AttemptRecord, CapabilityRef, DoneVerdict, FailureReport, GoalOutcome, NextMove, PlanProducer,
+    PlannedAction, PlanningElement, PlanningScreen, PlanningView, RunLimits, RunProgress, Step,
+    StepResult,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -62,6 +62,7 @@ pub use safety::{ConfirmPrompt, ScriptedPrompt, StopFlag, TerminalPrompt};
 pub use trace::{RunMeta, TraceWriter, TurnRecord};
 
 use crate::error::{Error, Result};
+use crate::view::view_of;
 
 /// The capability id announcing native mouse and keyboard input.
 pub const CAPABILITY_NATIVE_INPUT: &str = "native_input";
@@ -989,18 +990,13 @@ impl Runner {
     }
 
     fn build_view(&self, goal: &str, capture: &Capture, steps_used: u32) -> PlanningView {
+        let screen = PlanningScreen {
+            active_app: capture.active_app.clone(),
+            window: capture.window_title.clone(),
+            summary: None,
+            url: None,
+        };
         PlanningView {
-            goal: goal.to_string(),
-            budget: PlanningBudget::default(),
-            screen: PlanningScreen {
-                active_app: capture.active_app.clone(),
-                window: capture.window_title.clone(),
-                summary: None,
-                url: None,
-            },
-            elements: self.options.elements.clone(),
-            adapter_facts: vec![],
-            adapter_actions: vec![],
             capabilities: vec![
                 CapabilityRef {
                     id: CAPABILITY_NATIVE_INPUT.into(),
@@ -1019,15 +1015,7 @@ impl Runner {
                 steps_used,
                 max_steps: self.options.limits.max_steps,
             },
-            memories: vec![],
-            knowledge: vec![],
-            recent_events: vec![],
-            blockers: vec![],
-            anomalies: vec![],
-            evidence: vec![],
-            selection_rationale: None,
-            omitted_counts: OmittedCounts::default(),
-            adapter_actions_prompt: None,
+            ..view_of(goal, screen, self.options.elements.clone())
         }
     }
 

@@ -412,28 +412,10 @@ fn command_base(token: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cel_contracts::{OmittedCounts, PlanningBudget, PlanningElement, PlanningScreen};
+    use cel_contracts::{PlanningElement, PlanningScreen};
 
     fn view(elements: Vec<PlanningElement>) -> PlanningView {
-        PlanningView {
-            goal: String::new(),
-            budget: PlanningBudget::default(),
-            screen: PlanningScreen::default(),
-            elements,
-            adapter_facts: vec![],
-            adapter_actions: vec![],
-            capabilities: vec![],
-            run_progress: Default::default(),
-            memories: vec![],
-            knowledge: vec![],
-            recent_events: vec![],
-            blockers: vec![],
-            anomalies: vec![],
-            evidence: vec![],
-            selection_rationale: None,
-            omitted_counts: OmittedCounts::default(),
-            adapter_actions_prompt: None,
-        }
+        crate::view::view_of("", PlanningScreen::default(), elements)
     }
 
     fn step(purpose: &str, action: PlannedAction) -> Step {
