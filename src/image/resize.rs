@@ -134,9 +134,10 @@ fn clip8(v: i32) -> u8 {
 /// Resizes an RGB image to `width × height` exactly as Pillow's
 /// `Image.resize((width, height), Image.BICUBIC)` does (no `reducing_gap`).
 ///
-/// Cost: O((w_out · h_in + w_out · h_out) · taps) integer multiply-adds, taps ≈ 4 × the
-/// downscale factor + 1, and two buffers the size of the output. Sizes must be
-/// non-zero; the same size returns a copy, as Pillow does.
+/// Cost: O((w_out · h_in + w_out · h_out) · taps) integer multiply-adds (the first
+/// pass's rows depend on the order, see [`vertical_first`]), taps ≈ 4 × the downscale
+/// factor + 1, and one intermediate buffer. The same size returns a copy, as Pillow
+/// does; a zero-sized source or target gives a black image of the target size.
 pub fn resize_bicubic(src: &RgbImage, width: u32, height: u32) -> RgbImage {
     let (in_w, in_h) = (src.width() as usize, src.height() as usize);
     let (out_w, out_h) = (width as usize, height as usize);
