@@ -1,7 +1,8 @@
 //! Image preprocessing, one stage of the per-turn path: a 1920×1080 screenshot PNG to
 //! Qwen3-VL patches at Sightline's default 1,280-token budget (1504×832 pixels, 1,222
 //! tokens). PNG decoding and preprocessing (resize, normalize, patchify) are measured
-//! separately, then together. Throughput is in input pixels.
+//! separately (preprocessing with the default threads and with one), then together.
+//! Throughput is in input pixels.
 
 use std::hint::black_box;
 
@@ -99,6 +100,10 @@ pub fn bench(c: &mut Criterion) {
     });
     group.bench_function("resize_normalize_patchify_1920x1080_1280tok", |b| {
         b.iter(|| preprocess_rgb(black_box(&rgb), &cfg))
+    });
+    let one_thread = cfg.clone().with_threads(1);
+    group.bench_function("resize_normalize_patchify_1920x1080_1280tok_1thread", |b| {
+        b.iter(|| preprocess_rgb(black_box(&rgb), &one_thread))
     });
     group.bench_function("png_to_patches_1920x1080_1280tok", |b| {
         b.iter(|| preprocess_bytes(black_box(&png), &cfg))

@@ -371,6 +371,27 @@ fn corrupt_truncated_and_unknown_bytes_are_image_errors() -> Result<()> {
     }
     expect_image_error(preprocess_bytes(&corrupt, &cfg), "");
     expect_image_error(preprocess_bytes(b"", &cfg), "unrecognized");
+    // Random damage to PNG and JPEG data: an image error or (when the damage misses
+    // anything checked) a well-formed result, never a panic.
+    let jpeg = {
+        let mut out = Cursor::new(Vec::new());
+        image::load_from_memory(&png)?.write_to(&mut out, ImageFormat::Jpeg)?;
+        out.into_inner()
+    };
+    for (seed, original) in (0..120u64).zip([&png, &jpeg].into_iter().cycle()) {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut bytes = original.clone();
+        bytes.truncate(rng.random_range(8..=bytes.len()));
+        for _ in 0..rng.random_range(0..8) {
+            let i = rng.random_range(0..bytes.len());
+            bytes[i] = rng.random();
+        }
+        match preprocess_bytes(&bytes, &cfg) {
+            Ok(pre) => assert_eq!(pre.grid_thw[0], 1),
+            Err(Error::Image(_)) => {}
+            Err(other) => panic!("seed {seed}: expected an image error, got {other}"),
+        }
+    }
     expect_image_error(
         preprocess_bytes(b"hello, this is not an image", &cfg),
         "unrecognized",

@@ -180,6 +180,11 @@ pub struct PreprocessConfig {
     pub image_std: [f32; 3],
     /// Bounds on input images, checked before decoding.
     pub input_limits: InputLimits,
+    /// Threads the resize passes may split their rows across; 0 (the default) means
+    /// the available cores, at most 8. The result does not depend on it. Measured on
+    /// a 2-core machine shared with other jobs, threads cut no wall time (CPU time
+    /// per 1080p image is ~30 ms either way); on an idle multi-core machine they do.
+    pub threads: usize,
 }
 
 impl Default for PreprocessConfig {
@@ -195,6 +200,7 @@ impl Default for PreprocessConfig {
             image_mean: DEFAULT_IMAGE_MEAN,
             image_std: DEFAULT_IMAGE_STD,
             input_limits: InputLimits::default(),
+            threads: 0,
         }
     }
 }
@@ -316,6 +322,23 @@ impl PreprocessConfig {
     pub fn with_input_limits(mut self, limits: InputLimits) -> Self {
         self.input_limits = limits;
         self
+    }
+
+    /// Sets how many threads the resize may use (0: the available cores, at most 8;
+    /// 1: the calling thread only).
+    #[must_use]
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads;
+        self
+    }
+
+    /// The thread count [`threads`](Self::threads) stands for.
+    pub fn resolved_threads(&self) -> usize {
+        if self.threads == 0 {
+            super::resize::default_threads()
+        } else {
+            self.threads
+        }
     }
 
     /// Side of the square of pixels that becomes one language-model token:

@@ -101,6 +101,7 @@ pub fn preprocess_rgb(image: &RgbImage, cfg: &PreprocessConfig) -> Result<Prepro
             image.as_raw(),
             (width as usize, height as usize),
             (new_w, new_h),
+            cfg.resolved_threads(),
         );
         &resized
     };

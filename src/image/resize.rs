@@ -134,25 +134,34 @@ fn clip8(v: i32) -> u8 {
 /// Resizes an RGB image to `width × height` exactly as Pillow's
 /// `Image.resize((width, height), Image.BICUBIC)` does (no `reducing_gap`).
 ///
-/// Cost: O((w_out · h_in + w_out · h_out) · taps) integer multiply-adds, taps ≈ 4 × the
-/// downscale factor + 1, and two buffers the size of the output. Sizes must be
-/// non-zero; the same size returns a copy, as Pillow does.
+/// Cost: O((w_out · h_in + w_out · h_out) · taps) integer multiply-adds (the first
+/// pass's rows depend on the order, see [`vertical_first`]), taps ≈ 4 × the downscale
+/// factor + 1, and one intermediate buffer. The same size returns a copy, as Pillow
+/// does; a zero-sized source or target gives a black image of the target size.
 pub fn resize_bicubic(src: &RgbImage, width: u32, height: u32) -> RgbImage {
     let (in_w, in_h) = (src.width() as usize, src.height() as usize);
     let (out_w, out_h) = (width as usize, height as usize);
     if out_w == 0 || out_h == 0 || in_w == 0 || in_h == 0 {
         return RgbImage::new(width, height);
     }
-    let pixels = resize_rgb(src.as_raw(), (in_w, in_h), (out_w, out_h));
+    let pixels = resize_rgb(
+        src.as_raw(),
+        (in_w, in_h),
+        (out_w, out_h),
+        default_threads(),
+    );
     // Invariant: resize_rgb returns exactly out_w * out_h * 3 bytes.
     RgbImage::from_raw(width, height, pixels).unwrap_or_else(|| RgbImage::new(width, height))
 }
 
 /// [`resize_bicubic`] on a raw interleaved RGB buffer; returns `out_w * out_h * 3` bytes.
+/// Rows of each pass are split across up to `threads` threads (1: the calling thread
+/// only); the result does not depend on it.
 pub(crate) fn resize_rgb(
     src: &[u8],
     (in_w, in_h): (usize, usize),
     (out_w, out_h): (usize, usize),
+    threads: usize,
 ) -> Vec<u8> {
     use std::borrow::Cow;
     if (in_w, in_h) == (out_w, out_h) {
@@ -164,12 +173,12 @@ pub(crate) fn resize_rgb(
     let horiz = Taps::new(in_w, out_w);
     if vertical_first((in_w, in_h), (out_w, out_h)) {
         let mut tmp = vec![0u8; in_w * out_h * CHANNELS];
-        vertical_pass(src, in_w, 0, &vert, &mut tmp);
+        vertical_pass(src, in_w, 0, &vert, &mut tmp, threads);
         if !need_horizontal {
             return tmp;
         }
         let mut out = vec![0u8; out_w * out_h * CHANNELS];
-        horizontal_pass(&tmp, in_w, 0..out_h, &horiz, out_w, &mut out);
+        horizontal_pass(&tmp, in_w, 0..out_h, &horiz, out_w, &mut out, threads);
         return out;
     }
     // Horizontal first, and only over the source rows the vertical pass will read.
@@ -177,7 +186,7 @@ pub(crate) fn resize_rgb(
         let first = vert.start[0];
         let last = vert.start[out_h - 1] + vert.len[out_h - 1];
         let mut tmp = vec![0u8; (last - first) * out_w * CHANNELS];
-        horizontal_pass(src, in_w, first..last, &horiz, out_w, &mut tmp);
+        horizontal_pass(src, in_w, first..last, &horiz, out_w, &mut tmp, threads);
         (Cow::Owned(tmp), first)
     } else {
         (Cow::Borrowed(src), 0)
@@ -186,7 +195,7 @@ pub(crate) fn resize_rgb(
         return rows.into_owned();
     }
     let mut out = vec![0u8; out_w * out_h * CHANNELS];
-    vertical_pass(&rows, out_w, row_offset, &vert, &mut out);
+    vertical_pass(&rows, out_w, row_offset, &vert, &mut out, threads);
     out
 }
 
@@ -212,12 +221,13 @@ fn horizontal_pass(
     taps: &Taps,
     out_w: usize,
     dst: &mut [u8],
+    threads: usize,
 ) {
     let in_stride = in_w * CHANNELS;
     let out_stride = out_w * CHANNELS;
     let fixed = taps.fixed_windows(in_w);
     let first_row = rows.start;
-    parallel_rows(dst, out_stride, |row0, chunk| {
+    parallel_rows(dst, out_stride, threads, |row0, chunk| {
         for (i, dst_row) in chunk.chunks_exact_mut(out_stride).enumerate() {
             let y = first_row + row0 + i;
             let src_row = &src[y * in_stride..(y + 1) * in_stride];
@@ -279,21 +289,26 @@ fn row_taps(src_row: &[u8], taps: &Taps, dst_row: &mut [u8]) {
 /// Output pixels below which a pass runs on the calling thread: spawning costs tens
 /// of microseconds, a 256×256 pass about a millisecond.
 const PARALLEL_MIN_BYTES: usize = 256 * 256 * CHANNELS;
-/// Most threads a pass uses; the passes are memory-bound beyond a few cores.
-const MAX_THREADS: usize = 8;
+/// Most threads a pass uses by default; the passes are memory-bound beyond a few cores.
+pub(crate) const MAX_DEFAULT_THREADS: usize = 8;
+
+/// The default thread count: the available cores, at most [`MAX_DEFAULT_THREADS`].
+pub(crate) fn default_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(MAX_DEFAULT_THREADS)
+}
 
 /// Runs `f(first_row, rows)` over `dst` split into contiguous runs of whole rows of
-/// `stride` bytes, one per available core (scoped threads, no pool). Every row is
-/// computed by the same code whatever the split, so results do not depend on it.
-fn parallel_rows<F>(dst: &mut [u8], stride: usize, f: F)
+/// `stride` bytes, one per thread (scoped threads, no pool; the caller takes the
+/// first run). Every row is computed by the same code whatever the split, so results
+/// do not depend on it.
+fn parallel_rows<F>(dst: &mut [u8], stride: usize, threads: usize, f: F)
 where
     F: Fn(usize, &mut [u8]) + Sync,
 {
     let n_rows = dst.len() / stride.max(1);
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(MAX_THREADS)
-        .min(n_rows);
+    let threads = threads.min(n_rows);
     if threads <= 1 || dst.len() < PARALLEL_MIN_BYTES {
         f(0, dst);
         return;
@@ -316,9 +331,16 @@ where
 /// The vertical pass: `dst` rows from rows of `src` (`width` pixels each, the first
 /// being source row `row_offset`). Rows are independent and split across threads.
 #[inline(never)]
-fn vertical_pass(src: &[u8], width: usize, row_offset: usize, taps: &Taps, dst: &mut [u8]) {
+fn vertical_pass(
+    src: &[u8],
+    width: usize,
+    row_offset: usize,
+    taps: &Taps,
+    dst: &mut [u8],
+    threads: usize,
+) {
     let stride = width * CHANNELS;
-    parallel_rows(dst, stride, |row0, chunk| {
+    parallel_rows(dst, stride, threads, |row0, chunk| {
         // Row-at-a-time accumulation so the inner loop is a straight multiply-add over
         // a row, which the compiler vectorizes.
         let mut acc = vec![0i32; stride];
@@ -373,7 +395,7 @@ mod tests {
             let mut want = vec![0u8; o * CHANNELS];
             row_taps(&src, &taps, &mut want);
             let mut got = vec![0u8; o * CHANNELS];
-            horizontal_pass(&src, i, 0..1, &taps, o, &mut got);
+            horizontal_pass(&src, i, 0..1, &taps, o, &mut got, 1);
             assert_eq!(got, want, "{i}->{o}");
         }
     }
@@ -434,9 +456,12 @@ mod tests {
                 })
                 .collect();
             assert!(ow * oh * CHANNELS >= PARALLEL_MIN_BYTES);
-            let got = resize_rgb(&src, (iw, ih), (ow, oh));
             let want = serial_reference(&src, (iw, ih), (ow, oh));
-            assert_eq!(got, want, "{iw}x{ih} -> {ow}x{oh}");
+            // Splits that do and do not divide the rows evenly, whatever this machine has.
+            for threads in [1, 3, 4] {
+                let got = resize_rgb(&src, (iw, ih), (ow, oh), threads);
+                assert_eq!(got, want, "{iw}x{ih} -> {ow}x{oh} on {threads} threads");
+            }
         }
     }
 
@@ -444,7 +469,7 @@ mod tests {
     fn constant_image_stays_constant() {
         let src = vec![137u8; 50 * 30 * 3];
         for (w, h) in [(32, 32), (96, 64), (50, 64), (64, 30)] {
-            let out = resize_rgb(&src, (50, 30), (w, h));
+            let out = resize_rgb(&src, (50, 30), (w, h), 2);
             assert!(out.iter().all(|&v| v == 137), "{w}x{h}");
         }
     }
