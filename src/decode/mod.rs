@@ -35,7 +35,8 @@ mod schema;
 mod token_env;
 
 pub use decoder::{
-    decode, decode_move, parse_move, DecodeOptions, DecodeStats, Decoded, DecodedMove,
+    decode, decode_move, parse_move, parse_sentence, DecodeOptions, DecodeStats, Decoded,
+    DecodedMove,
 };
 pub use grammar::{Grammar, GrammarEngine};
 pub use sampler::{Sampler, Sampling};
