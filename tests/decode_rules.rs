@@ -11,8 +11,8 @@ use anyhow::{ensure, Result};
 use cel_contracts::{NextMove, PlannedAction};
 use decode_support::{env, ids, odd_ids, scripted, steered, view, QWEN_LOGITS};
 use sightline::decode::{
-    decode, decode_move, ActionKind, DecodeOptions, DecodedMove, Grammar, GrammarEngine,
-    GrammarLimits, GrammarOptions, MoveSpec, Sampling, TokenEnv,
+    decode, decode_move, parse_sentence, ActionKind, DecodeOptions, DecodedMove, Grammar,
+    GrammarEngine, GrammarLimits, GrammarOptions, MoveSpec, Sampling, TokenEnv,
 };
 use sightline::model::scripted::{LogitProfile, Script};
 use sightline::tokenizer::load_tokenizer;
@@ -469,5 +469,23 @@ fn budget_exhaustion_is_a_decode_error_with_the_text() -> Result<()> {
         decode(&mut model, &narrow, &grammar, &options),
         Err(Error::InvalidInput(_))
     ));
+    Ok(())
+}
+
+#[test]
+fn sentence_grammar_decodes_bounded_free_text() -> Result<()> {
+    let grammar = Grammar::sentence(env(), 32)?;
+    let (mut model, logits) = steered(r#""The Send button is still visible""#)?;
+    let out = decode(&mut model, &logits, &grammar, &DecodeOptions::default())?;
+    ensure!(
+        parse_sentence(&out.text)? == "The Send button is still visible",
+        "{}",
+        out.text
+    );
+    let long = format!("\"{}\"", "très long ".repeat(100));
+    let (mut model, logits) = steered(&long)?;
+    let out = decode(&mut model, &logits, &grammar, &DecodeOptions::default())?;
+    let text = parse_sentence(&out.text)?;
+    ensure!(env().tokenize(&text).len() <= 34, "{text}");
     Ok(())
 }

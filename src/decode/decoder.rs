@@ -331,6 +331,14 @@ pub fn parse_move(text: &str) -> Result<NextMove> {
     })
 }
 
+/// Read the output of a [`Grammar::sentence`] decode (a JSON string) as text.
+pub fn parse_sentence(text: &str) -> Result<String> {
+    serde_json::from_str(text).map_err(|e| Error::Decode {
+        reason: e.to_string(),
+        text: text.to_string(),
+    })
+}
+
 /// The logits as a host vector, checked to be one row of `n_vocab`.
 fn logits_row(logits: &Tensor, n_vocab: usize) -> Result<Vec<f32>> {
     let dims = logits.dims();

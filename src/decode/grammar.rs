@@ -52,6 +52,29 @@ impl Grammar {
         Ok(grammar)
     }
 
+    /// A short free-text sentence (for a verdict's reason) as one JSON string of at
+    /// most about `max_tokens` tokens: decode it, then read it with
+    /// [`parse_sentence`](super::parse_sentence). A JSON string rather than raw text
+    /// because its bound is the decoder's token cap, which closes strings cleanly
+    /// (llguidance's `max_tokens` would cut inside a UTF-8 character).
+    pub fn sentence(env: &TokenEnv, max_tokens: usize) -> Result<Self> {
+        if max_tokens == 0 {
+            return Err(Error::InvalidInput(
+                "a sentence needs at least one token".into(),
+            ));
+        }
+        let lark = format!(
+            "start: SENTENCE\nSENTENCE: /\"{}\"/\n",
+            super::schema::STRING_BODY
+        );
+        let mut grammar = Self::from_lark(env, &lark)?;
+        grammar.string_caps = Some(StringCaps {
+            by_key: Vec::new(),
+            default_tokens: max_tokens,
+        });
+        Ok(grammar)
+    }
+
     /// Compile any llguidance Lark grammar.
     pub fn from_lark(env: &TokenEnv, lark: &str) -> Result<Self> {
         Self::compile(env, TopLevelGrammar::from_lark(lark.to_string()))

@@ -35,7 +35,8 @@ mod schema;
 mod token_env;
 
 pub use decoder::{
-    decode, decode_move, parse_move, DecodeOptions, DecodeStats, Decoded, DecodedMove,
+    decode, decode_move, parse_move, parse_sentence, DecodeOptions, DecodeStats, Decoded,
+    DecodedMove,
 };
 pub use grammar::{Grammar, GrammarEngine};
 pub use sampler::{Sampler, Sampling};
@@ -45,3 +46,15 @@ pub use schema::{
     COORDINATE_MAX, KEY_NAMES,
 };
 pub use token_env::{byte_level_decoder, TokenEnv, EOS_TOKEN};
+
+#[cfg(test)]
+mod tests {
+    /// The planner keeps these across turns inside a `PlanProducer` (Send + Sync).
+    #[test]
+    fn decoder_types_can_live_in_a_planner() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<super::TokenEnv>();
+        send_sync::<super::Grammar>();
+        send_sync::<super::MoveSpec>();
+    }
+}

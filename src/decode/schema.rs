@@ -828,7 +828,7 @@ fn non_empty_str(what: &str, s: &str) -> std::result::Result<(), String> {
 
 /// A JSON string body: printable characters or the simple escapes. `\u` escapes are
 /// left out: they would let a model write a lone surrogate that serde rejects.
-const STRING_BODY: &str = r#"(?:[^"\\\x00-\x1F\x7F]|\\["\\\/bfnrt])+"#;
+pub(crate) const STRING_BODY: &str = r#"(?:[^"\\\x00-\x1F\x7F]|\\["\\\/bfnrt])+"#;
 
 /// A JSON number of bounded size (no exponent).
 const NUMBER: &str = r"-?(?:0|[1-9][0-9]{0,14})(?:\.[0-9]{1,6})?";
