@@ -20,8 +20,7 @@ pub fn load_tokenizer(path: &Path) -> Result<Tokenizer> {
     } else {
         bytes
     };
-    Tokenizer::from_bytes(&json)
-        .map_err(|e| Error::Tokenizer(format!("{}: {e}", path.display())))
+    Tokenizer::from_bytes(&json).map_err(|e| Error::Tokenizer(format!("{}: {e}", path.display())))
 }
 
 /// Ids of the Qwen3-VL chat and vision special tokens, looked up by name.

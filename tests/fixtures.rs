@@ -36,9 +36,15 @@ fn tokenizer_agrees_with_the_tiktoken_reference_on_longer_strings() -> Result<()
         let want: Vec<u32> = serde_json::from_value(case["ids"].clone())?;
         let got = tok.encode(text, false).map_err(anyhow::Error::msg)?;
         assert_eq!(got.get_ids(), want.as_slice(), "{text:?}");
-        let round_trip = tok.decode(got.get_ids(), false).map_err(anyhow::Error::msg)?;
+        let round_trip = tok
+            .decode(got.get_ids(), false)
+            .map_err(anyhow::Error::msg)?;
         // NFC normalisation is the one change a round trip may make.
-        assert_eq!(round_trip.chars().filter(|c| *c == '\u{301}').count(), 0, "{text:?}");
+        assert_eq!(
+            round_trip.chars().filter(|c| *c == '\u{301}').count(),
+            0,
+            "{text:?}"
+        );
     }
     Ok(())
 }
@@ -109,7 +115,11 @@ fn gguf_metadata(path: &Path) -> Result<gguf_file::Content> {
 fn gguf_fixtures_carry_qwen3vl_metadata_and_tensors() -> Result<()> {
     for (text, mmproj, layers) in [
         ("tiny-a/tiny-a-f16.gguf", "tiny-a/mmproj-tiny-a-f16.gguf", 3),
-        ("tiny-b/tiny-b-q8_0.gguf", "tiny-b/mmproj-tiny-b-q8_0.gguf", 2),
+        (
+            "tiny-b/tiny-b-q8_0.gguf",
+            "tiny-b/mmproj-tiny-b-q8_0.gguf",
+            2,
+        ),
     ] {
         let content = gguf_metadata(&fixtures().join(text))?;
         let arch = content.metadata["general.architecture"].to_string()?;
@@ -119,9 +129,13 @@ fn gguf_fixtures_carry_qwen3vl_metadata_and_tensors() -> Result<()> {
             layers,
             "{text}"
         );
-        ensure!(content.metadata.contains_key("qwen3vl.rope.dimension_sections"));
+        ensure!(content
+            .metadata
+            .contains_key("qwen3vl.rope.dimension_sections"));
         ensure!(content.tensor_infos.contains_key("token_embd.weight"));
-        ensure!(content.tensor_infos.contains_key("blk.0.attn_q_norm.weight"));
+        ensure!(content
+            .tensor_infos
+            .contains_key("blk.0.attn_q_norm.weight"));
         let vocab = content.metadata["tokenizer.ggml.tokens"].to_vec()?.len();
         assert_eq!(vocab, 151_936, "{text}");
 
