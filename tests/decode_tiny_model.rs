@@ -27,7 +27,8 @@ fn sampled_moves_from_the_tiny_model_are_always_valid_and_on_screen() -> Result<
     let pixels = preprocess_bytes(&png, &PreprocessConfig::default().with_max_tokens(48))?;
     let image = model.encode_image(&pixels)?;
     let mut prompt = env().tokenize("<|im_start|>user\n<|vision_start|>");
-    prompt.extend(std::iter::repeat_n(151_655, image.n_tokens()));
+    let image_pad = env().tokenize("<|image_pad|>");
+    prompt.extend(std::iter::repeat_n(image_pad[0], image.n_tokens()));
     prompt.extend(env().tokenize("<|vision_end|>Click OK.<|im_end|>\n<|im_start|>assistant\n"));
     let first = model.feed(&prompt, &[image])?;
 

@@ -10,8 +10,7 @@ use std::sync::{Arc, OnceLock};
 
 use anyhow::Result;
 use cel_contracts::{
-    CapabilityRef, OmittedCounts, PlanningBudget, PlanningElement, PlanningElementState,
-    PlanningScreen, PlanningView, RunProgress,
+    CapabilityRef, PlanningElement, PlanningElementState, PlanningScreen, PlanningView,
 };
 use sightline::decode::TokenEnv;
 use sightline::model::scripted::{Script, ScriptedModel};
@@ -65,30 +64,26 @@ pub fn steered(target: &str) -> Result<(ScriptedModel, candle_core::Tensor)> {
 
 /// A planning view with these element ids and capability ids.
 pub fn view(ids: &[String], capabilities: &[&str]) -> PlanningView {
+    let screen = PlanningScreen {
+        active_app: "App".into(),
+        window: "Main".into(),
+        summary: None,
+        url: None,
+    };
+    let elements = ids
+        .iter()
+        .map(|id| PlanningElement {
+            id: id.clone(),
+            element_type: "button".into(),
+            label: Some(format!("label of {id}")),
+            value: None,
+            state: PlanningElementState::default(),
+            clickable: true,
+            settable: false,
+            select_options: None,
+        })
+        .collect();
     PlanningView {
-        goal: "test".into(),
-        budget: PlanningBudget::default(),
-        screen: PlanningScreen {
-            active_app: "App".into(),
-            window: "Main".into(),
-            summary: None,
-            url: None,
-        },
-        elements: ids
-            .iter()
-            .map(|id| PlanningElement {
-                id: id.clone(),
-                element_type: "button".into(),
-                label: Some(format!("label of {id}")),
-                value: None,
-                state: PlanningElementState::default(),
-                clickable: true,
-                settable: false,
-                select_options: None,
-            })
-            .collect(),
-        adapter_facts: vec![],
-        adapter_actions: vec![],
         capabilities: capabilities
             .iter()
             .map(|c| CapabilityRef {
@@ -96,16 +91,7 @@ pub fn view(ids: &[String], capabilities: &[&str]) -> PlanningView {
                 detail: None,
             })
             .collect(),
-        run_progress: RunProgress::default(),
-        memories: vec![],
-        knowledge: vec![],
-        recent_events: vec![],
-        blockers: vec![],
-        anomalies: vec![],
-        evidence: vec![],
-        selection_rationale: None,
-        omitted_counts: OmittedCounts::default(),
-        adapter_actions_prompt: None,
+        ..sightline::view::view_of("test", screen, elements)
     }
 }
 
