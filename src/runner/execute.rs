@@ -1,0 +1,460 @@
+//! Running a batch: each step through the safety gate, then executed with the input device,
+//! with retries, pauses and the between-step checks.
+
+use std::time::Duration;
+
+use cel_contracts::{PlannedAction, PlanningView, Step, StepResult};
+use serde_json::Value;
+
+use super::*;
+
+impl Runner {
+    pub(super) fn run_batch(
+        &mut self,
+        input: &TurnInput<'_>,
+        observer: &mut dyn RunObserver,
+        state: &mut RunState,
+        record: &mut TurnRecord,
+        purpose: &str,
+        steps: &[Step],
+    ) -> TurnEnd {
+        let TurnInput {
+            goal,
+            view,
+            geometry,
+            ..
+        } = *input;
+        observer.on_batch(state.turns, purpose, steps);
+        if steps.is_empty() {
+            if let Some(end) = self.max_steps_check(state, purpose, "empty batch") {
+                return end;
+            }
+            state.history.push(AttemptRecord {
+                step_purpose: purpose.to_string(),
+                action: PlannedAction::Batch { actions: vec![] },
+                succeeded: false,
+                error: Some("the batch had no steps; nothing was done".into()),
+                data: Value::Null,
+                next_action_hint: None,
+            });
+            state.steps_used += 1;
+            return TurnEnd::Continue;
+        }
+        if self.options.confirm && !self.options.dry_run {
+            let question = format!(
+                "Run batch \"{purpose}\" ({} step{}: {})?",
+                steps.len(),
+                if steps.len() == 1 { "" } else { "s" },
+                steps
+                    .iter()
+                    .map(|s| describe_action(&s.action))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+            match self.prompt.confirm(&question) {
+                Ok(true) => {}
+                Ok(false) => {
+                    return TurnEnd::Finish(
+                        GoalOutcome::Refused {
+                            summary: format!(
+                                "the user declined the batch \"{purpose}\" at the confirm prompt"
+                            ),
+                        },
+                        EndReason::Declined,
+                    )
+                }
+                Err(e) => {
+                    let report =
+                        failure(purpose, "confirm the batch", &state.history, e.to_string());
+                    return TurnEnd::Finish(GoalOutcome::Failed(report), EndReason::StepFailed);
+                }
+            }
+        }
+
+        let mut any_input = false;
+        let max_attempts = self.options.limits.max_step_retries.max(1);
+        for (index, step) in steps.iter().enumerate() {
+            if let Some(end) = self.between_steps_check(state, purpose, &step.purpose) {
+                return end;
+            }
+            if let Some(end) = self.max_steps_check(state, purpose, &step.purpose) {
+                return end;
+            }
+            if let Some(refusal) = safety::check_step(goal, step, view) {
+                observer.on_refusal(step, &refusal.message);
+                let result = StepResult::Err {
+                    message: refusal.message.clone(),
+                    recoverable: false,
+                };
+                record.steps.push(trace::StepRecord {
+                    index,
+                    attempt: 1,
+                    purpose: step.purpose.clone(),
+                    action: step.action.clone(),
+                    result,
+                    duration_ms: 0,
+                    dry_run: self.options.dry_run,
+                    refused: Some(refusal.message.clone()),
+                });
+                state.history.push(AttemptRecord {
+                    step_purpose: step.purpose.clone(),
+                    action: step.action.clone(),
+                    succeeded: false,
+                    error: Some(refusal.message.clone()),
+                    data: json!({ "refused": refusal.kind, "trigger": refusal.trigger }),
+                    next_action_hint: None,
+                });
+                return TurnEnd::Finish(
+                    GoalOutcome::Refused {
+                        summary: refusal.message,
+                    },
+                    EndReason::EndedOnRefusal,
+                );
+            }
+            state.steps_used += 1;
+            let mut errors: Vec<String> = Vec::new();
+            for attempt in 1..=max_attempts {
+                if attempt > 1 {
+                    if let Some(end) = self.between_steps_check(state, purpose, &step.purpose) {
+                        return end;
+                    }
+                }
+                let t0 = Instant::now();
+                let result = if self.options.dry_run {
+                    StepResult::Ok {
+                        data: json!({ "dry_run": true, "would": describe_action(&step.action) }),
+                        discovered_sub_goal: None,
+                    }
+                } else {
+                    any_input = true;
+                    match self.execute(&step.action, view, &geometry, state) {
+                        Ok(data) => StepResult::Ok {
+                            data,
+                            discovered_sub_goal: None,
+                        },
+                        Err(e) => StepResult::Err {
+                            message: e.message,
+                            recoverable: e.recoverable,
+                        },
+                    }
+                };
+                observer.on_step(step, attempt, &result);
+                record.steps.push(trace::StepRecord {
+                    index,
+                    attempt,
+                    purpose: step.purpose.clone(),
+                    action: step.action.clone(),
+                    result: result.clone(),
+                    duration_ms: t0.elapsed().as_millis() as u64,
+                    dry_run: self.options.dry_run,
+                    refused: None,
+                });
+                match result {
+                    StepResult::Ok { data, .. } => {
+                        state.history.push(AttemptRecord {
+                            step_purpose: step.purpose.clone(),
+                            action: step.action.clone(),
+                            succeeded: true,
+                            error: None,
+                            data,
+                            next_action_hint: None,
+                        });
+                        break;
+                    }
+                    StepResult::Err {
+                        message,
+                        recoverable,
+                    } => {
+                        state.history.push(AttemptRecord {
+                            step_purpose: step.purpose.clone(),
+                            action: step.action.clone(),
+                            succeeded: false,
+                            error: Some(message.clone()),
+                            data: Value::Null,
+                            next_action_hint: None,
+                        });
+                        errors.push(message);
+                        if !recoverable {
+                            return TurnEnd::Finish(
+                                GoalOutcome::Failed(FailureReport {
+                                    failing_sub_goal: purpose.to_string(),
+                                    failing_step: step.purpose.clone(),
+                                    attempts: errors,
+                                }),
+                                EndReason::StepFailed,
+                            );
+                        }
+                        if attempt == max_attempts {
+                            errors.push(format!(
+                                "budget exhausted: max_step_retries ({max_attempts} attempts of \
+                                 this step failed)"
+                            ));
+                            return TurnEnd::Finish(
+                                GoalOutcome::Failed(FailureReport {
+                                    failing_sub_goal: purpose.to_string(),
+                                    failing_step: step.purpose.clone(),
+                                    attempts: errors,
+                                }),
+                                EndReason::BudgetExhausted {
+                                    budget: Budget::StepRetries,
+                                },
+                            );
+                        }
+                        self.pause(self.options.step_pause_ms, state);
+                    }
+                }
+            }
+            if index + 1 < steps.len() && !self.options.dry_run {
+                self.pause(self.options.step_pause_ms, state);
+            }
+        }
+        if any_input {
+            let t0 = Instant::now();
+            state.pending_capture = self.settle(state);
+            record.settle_ms = t0.elapsed().as_millis() as u64;
+        }
+        TurnEnd::Continue
+    }
+
+    /// Executes one action. `Ok` carries the step's data; `Err` is the step's error result.
+    fn execute(
+        &mut self,
+        action: &PlannedAction,
+        view: &PlanningView,
+        geometry: &ScreenGeometry,
+        state: &mut RunState,
+    ) -> std::result::Result<Value, StepError> {
+        // Errors from resolving or parsing are the plan's fault: retrying the same step cannot
+        // help. Errors from the input backend may be transient.
+        let plan_err = |e: Error| StepError {
+            message: e.to_string(),
+            recoverable: false,
+        };
+        let input_err = |e: Error| StepError {
+            message: e.to_string(),
+            recoverable: true,
+        };
+        match action {
+            PlannedAction::Click {
+                target_id,
+                expect_after,
+            } => {
+                let p = self
+                    .resolver
+                    .resolve(target_id, view, geometry)
+                    .map_err(plan_err)?;
+                self.click_at(p, state).map_err(input_err)?;
+                let mut data = json!({ "clicked": [p.x, p.y] });
+                if expect_after.is_some() {
+                    data["expect_after"] =
+                        json!("not checked: the desktop runner cannot observe page selectors");
+                }
+                Ok(data)
+            }
+            PlannedAction::Type { target_id, text } => {
+                let mut data = json!({ "typed_chars": text.chars().count() });
+                if let Some(id) = target_id {
+                    let p = self
+                        .resolver
+                        .resolve(id, view, geometry)
+                        .map_err(plan_err)?;
+                    self.click_at(p, state).map_err(input_err)?;
+                    std::thread::sleep(Duration::from_millis(self.options.step_pause_ms));
+                    data["clicked"] = json!([p.x, p.y]);
+                }
+                self.desktop.input().text(text).map_err(input_err)?;
+                Ok(data)
+            }
+            PlannedAction::Key { key } => {
+                let keys = input::parse_key_chord(key).map_err(plan_err)?;
+                input::press_chord(self.desktop.input(), &keys).map_err(input_err)?;
+                Ok(json!({ "pressed": key }))
+            }
+            PlannedAction::KeyCombo { keys } => {
+                let parsed = input::parse_key_combo(keys).map_err(plan_err)?;
+                input::press_chord(self.desktop.input(), &parsed).map_err(input_err)?;
+                Ok(json!({ "pressed": keys.join("+") }))
+            }
+            PlannedAction::Scroll { dx, dy } => {
+                let (nx, ny) = (scroll_notches(*dx), scroll_notches(*dy));
+                if ny != 0 {
+                    self.desktop.input().scroll(ny, false).map_err(input_err)?;
+                }
+                if nx != 0 {
+                    self.desktop.input().scroll(nx, true).map_err(input_err)?;
+                }
+                Ok(json!({ "scrolled_notches": [nx, ny] }))
+            }
+            PlannedAction::Drag {
+                from_target_id,
+                to_target_id,
+            } => {
+                let from = self
+                    .resolver
+                    .resolve(from_target_id, view, geometry)
+                    .map_err(plan_err)?;
+                let to = self
+                    .resolver
+                    .resolve(to_target_id, view, geometry)
+                    .map_err(plan_err)?;
+                self.drag(from, to, state).map_err(input_err)?;
+                Ok(json!({ "dragged": [[from.x, from.y], [to.x, to.y]] }))
+            }
+            PlannedAction::Select {
+                from_x,
+                from_y,
+                to_x,
+                to_y,
+            } => {
+                // Select's coordinates follow the same 0–1000 convention as xy: targets.
+                let rel_from =
+                    RelativePoint::new((*from_x).into(), (*from_y).into()).map_err(plan_err)?;
+                let rel_to =
+                    RelativePoint::new((*to_x).into(), (*to_y).into()).map_err(plan_err)?;
+                let from = geometry.to_input(rel_from).map_err(plan_err)?;
+                let to = geometry.to_input(rel_to).map_err(plan_err)?;
+                self.drag(from, to, state).map_err(input_err)?;
+                Ok(json!({ "selected": [[from.x, from.y], [to.x, to.y]] }))
+            }
+            PlannedAction::Wait { ms } => {
+                let ms = u64::from(*ms).min(MAX_WAIT_MS);
+                self.pause(ms, state);
+                Ok(json!({ "waited_ms": ms }))
+            }
+            PlannedAction::Extract { goal, data } => {
+                let key = if goal.trim().is_empty() {
+                    format!("extract_{}", state.history.len() + 1)
+                } else {
+                    goal.trim().to_string()
+                };
+                if let Value::Object(map) = &mut state.memory {
+                    map.insert(key.clone(), Value::String(data.clone()));
+                }
+                Ok(json!({ key: data }))
+            }
+            PlannedAction::Batch { actions } => {
+                let mut results = Vec::with_capacity(actions.len());
+                for a in actions {
+                    results.push(self.execute(a, view, geometry, state)?);
+                    std::thread::sleep(Duration::from_millis(self.options.step_pause_ms));
+                }
+                Ok(Value::Array(results))
+            }
+            other => Err(StepError {
+                message: unsupported_action_message(other),
+                recoverable: false,
+            }),
+        }
+    }
+
+    fn click_at(&mut self, p: InputPoint, state: &mut RunState) -> Result<()> {
+        let input = self.desktop.input();
+        input.move_pointer(p)?;
+        state.runner_pointer = Some(p);
+        // Give the application a motion event before the press, as a hand would.
+        std::thread::sleep(Duration::from_millis(20));
+        input.left_button(ButtonAction::Click)
+    }
+
+    fn drag(&mut self, from: InputPoint, to: InputPoint, state: &mut RunState) -> Result<()> {
+        let input = self.desktop.input();
+        input.move_pointer(from)?;
+        std::thread::sleep(Duration::from_millis(20));
+        input.left_button(ButtonAction::Press)?;
+        let mut result = Ok(());
+        for i in 1..=DRAG_MOTION_STEPS {
+            let p = InputPoint {
+                x: from.x + (to.x - from.x) * i / DRAG_MOTION_STEPS,
+                y: from.y + (to.y - from.y) * i / DRAG_MOTION_STEPS,
+            };
+            if let Err(e) = input.move_pointer(p) {
+                result = Err(e);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Release even after a failed move, so the button is never left held.
+        let released = input.left_button(ButtonAction::Release);
+        state.runner_pointer = input.pointer().ok();
+        result.and(released)
+    }
+}
+
+/// Converts a scroll amount to wheel notches (see [`MAX_SCROLL_NOTCHES`]).
+fn scroll_notches(v: i32) -> i32 {
+    if v.abs() <= MAX_SCROLL_NOTCHES {
+        v
+    } else {
+        let n = (v as f64 / f64::from(SCROLL_PIXELS_PER_NOTCH)).round() as i32;
+        n.clamp(-MAX_SCROLL_NOTCHES, MAX_SCROLL_NOTCHES)
+    }
+}
+
+/// The wire name of an action (`click`, `cdp_eval`, …).
+pub fn action_type(action: &PlannedAction) -> String {
+    serde_json::to_value(action)
+        .ok()
+        .and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_string))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// A one-line description of an action for prompts and logs.
+pub fn describe_action(action: &PlannedAction) -> String {
+    match action {
+        PlannedAction::Click { target_id, .. } => format!("click {target_id}"),
+        PlannedAction::Type {
+            target_id: Some(t),
+            text,
+        } => format!("type {text:?} into {t}"),
+        PlannedAction::Type { text, .. } => format!("type {text:?}"),
+        PlannedAction::Key { key } => format!("key {key}"),
+        PlannedAction::KeyCombo { keys } => format!("key_combo {}", keys.join("+")),
+        PlannedAction::Scroll { dx, dy } => format!("scroll dx={dx} dy={dy}"),
+        PlannedAction::Drag {
+            from_target_id,
+            to_target_id,
+        } => format!("drag {from_target_id} -> {to_target_id}"),
+        PlannedAction::Select {
+            from_x,
+            from_y,
+            to_x,
+            to_y,
+        } => format!("select ({from_x},{from_y}) -> ({to_x},{to_y})"),
+        PlannedAction::Wait { ms } => format!("wait {ms} ms"),
+        PlannedAction::Extract { goal, .. } => format!("extract {goal:?}"),
+        PlannedAction::Batch { actions } => format!("batch of {}", actions.len()),
+        other => action_type(other),
+    }
+}
+
+/// Why an action cannot run on the desktop runner, naming the action and what would be needed.
+fn unsupported_action_message(action: &PlannedAction) -> String {
+    let name = action_type(action);
+    let needs = match action {
+        PlannedAction::CdpEval { .. }
+        | PlannedAction::Navigate { .. }
+        | PlannedAction::ExtractWithFallback { .. } => "a browser bound over CDP",
+        PlannedAction::SetValue { .. } | PlannedAction::AxAction { .. } => {
+            "an accessibility backend"
+        }
+        PlannedAction::ActivateApp { .. }
+        | PlannedAction::LaunchApp { .. }
+        | PlannedAction::QuitApp { .. }
+        | PlannedAction::Window { .. }
+        | PlannedAction::Dialog { .. }
+        | PlannedAction::Dock { .. }
+        | PlannedAction::MenuExtra { .. } => "an app/window-management backend",
+        PlannedAction::WriteCells { .. } | PlannedAction::ReadCells { .. } => {
+            "a spreadsheet adapter"
+        }
+        PlannedAction::Custom { .. } => "the named adapter",
+        PlannedAction::Done { .. } | PlannedAction::Fail { .. } => {
+            "to be a move (kind done/fail), not a step"
+        }
+        _ => "a backend this runner does not have",
+    };
+    format!(
+        "cannot execute `{name}`: it needs {needs}; Sightline's desktop runner executes only \
+         native input (click, type, key, key_combo, scroll, drag, wait, select, extract)"
+    )
+}
