@@ -141,10 +141,12 @@ impl TokenPicker {
     pub fn pick(&mut self, logits: &Tensor, mask: &[u32], rule: PickRule) -> Result<Option<u32>> {
         let n = match logits.dims() {
             [n] if u32::try_from(*n).is_ok() => *n,
-            dims => return Err(Error::InvalidInput(format!(
+            dims => {
+                return Err(Error::InvalidInput(format!(
                 "masked pick: logits have shape {dims:?}, expected one row of at most {} entries",
                 u32::MAX
-            ))),
+            )))
+            }
         };
         if n == 0 {
             return Ok(None);

@@ -33,13 +33,17 @@ pub fn masked_argmax(logits: &[f32], mask: &[u32]) -> Option<u32> {
             continue;
         }
         if word == u32::MAX && base + MASK_WORD_BITS <= n {
-            // Fully allowed word (inside strings most words are): a branch-light
-            // scan the compiler can keep in registers.
-            for (i, &v) in logits[base..base + MASK_WORD_BITS].iter().enumerate() {
-                if v > best_v {
-                    best_v = v;
-                    best = Some((base + i) as u32);
-                }
+            // Fully allowed word (inside strings most words are): the word's max
+            // first, branch-free (`f32::max` skips NaN), then its first position only
+            // when it beats the best so far, which is rare after the first words.
+            let chunk = &logits[base..base + MASK_WORD_BITS];
+            let chunk_max = chunk.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+            if chunk_max > best_v {
+                best_v = chunk_max;
+                best = chunk
+                    .iter()
+                    .position(|&v| v == chunk_max)
+                    .map(|i| (base + i) as u32);
             }
             continue;
         }
