@@ -9,6 +9,7 @@ pub mod decode;
 pub mod error;
 pub mod hub;
 pub mod image;
+pub mod kernels;
 pub mod model;
 pub mod planner;
 #[cfg(feature = "desktop")]

@@ -5,12 +5,13 @@ use std::time::{Duration, Instant};
 
 use candle_core::Tensor;
 use cel_contracts::NextMove;
-use toktrie::TokenId;
+use toktrie::{SimpleVob, TokenId};
 
 use super::grammar::Grammar;
 use super::sampler::{Sampler, Sampling};
 use super::schema::StringCaps;
 use crate::error::{Error, Result};
+use crate::kernels::TokenPicker;
 use crate::model::VisionLanguageModel;
 
 /// How to decode.
@@ -51,9 +52,11 @@ pub struct DecodeStats {
     pub mask_times: Vec<Duration>,
     /// Grammar time besides masks: commits and forced-token computation.
     pub commit_time: Duration,
-    /// Time in the model (`feed` and reading logits back).
+    /// Time in the model (`feed`, and reading the logits back when the model is on
+    /// the CPU).
     pub model_time: Duration,
-    /// Time spent sampling.
+    /// Time spent sampling (on a GPU model: the mask upload, the kernel and the
+    /// 4-byte read back that waits for the forward pass).
     pub sample_time: Duration,
 }
 
@@ -109,7 +112,10 @@ pub fn decode(
     let mut matcher = grammar.matcher();
     let mut sampler = Sampler::new(options.sampling);
     let mut tokens: Vec<TokenId> = Vec::new();
-    let mut logits = logits_row(first_logits, env.n_vocab())?;
+    // Where the model's device has a kernel, the token is chosen there and only its
+    // id comes back; the CPU path copies the row as before.
+    let mut picker = TokenPicker::default();
+    let mut logits = StepLogits::new(first_logits, env.n_vocab())?;
     let mut strings = grammar.string_caps().map(StringTracker::new);
 
     let fail = |reason: String, tokens: &[TokenId]| Error::Decode {
@@ -149,7 +155,7 @@ pub fn decode(
                 // `unfed` is not empty, so a row was produced.
                 last.ok_or_else(|| fail("empty token run".into(), &tokens))?
             };
-            logits = logits_row(&row, env.n_vocab())?;
+            logits = StepLogits::new(&row, env.n_vocab())?;
             stats.model_time += t.elapsed();
             unfed.clear();
         }
@@ -175,9 +181,14 @@ pub fn decode(
         stats.mask_times.push(t.elapsed());
 
         let t = Instant::now();
-        let token = sampler
-            .sample(&logits, &mask)
-            .ok_or_else(|| fail("the grammar allows no token".into(), &tokens))?;
+        let token = choose(&mut sampler, &mut picker, &mut logits, &mask)?.ok_or_else(|| {
+            let reason = if mask.is_zero() {
+                "the grammar allows no token"
+            } else {
+                "every token the grammar allows has a NaN logit (the model output is broken)"
+            };
+            fail(reason.into(), &tokens)
+        })?;
         stats.sample_time += t.elapsed();
 
         let t = Instant::now();
@@ -339,13 +350,95 @@ pub fn parse_sentence(text: &str) -> Result<String> {
     })
 }
 
-/// The logits as a host vector, checked to be one row of `n_vocab`.
-fn logits_row(logits: &Tensor, n_vocab: usize) -> Result<Vec<f32>> {
-    let dims = logits.dims();
-    if dims != [n_vocab] {
-        return Err(Error::InvalidInput(format!(
-            "logits have shape {dims:?}, expected [{n_vocab}] (one row of the token environment's width)"
-        )));
+/// The logits of the current step, kept where the model produced them. A host copy
+/// is made at once for a CPU model (the sampler reads it in place) and on demand
+/// elsewhere (only when the sampling has no device rule, such as top-p below 1).
+struct StepLogits {
+    row: Tensor,
+    host: Option<Vec<f32>>,
+}
+
+impl StepLogits {
+    /// `logits`, checked to be one row of `n_vocab`.
+    fn new(logits: &Tensor, n_vocab: usize) -> Result<Self> {
+        let dims = logits.dims();
+        if dims != [n_vocab] {
+            return Err(Error::InvalidInput(format!(
+                "logits have shape {dims:?}, expected [{n_vocab}] (one row of the token environment's width)"
+            )));
+        }
+        let mut step = StepLogits {
+            row: logits.clone(),
+            host: None,
+        };
+        if logits.device().is_cpu() {
+            step.host()?;
+        }
+        Ok(step)
     }
-    Ok(logits.to_dtype(candle_core::DType::F32)?.to_vec1::<f32>()?)
+
+    /// The row as host f32, copied on first use.
+    fn host(&mut self) -> Result<&[f32]> {
+        if self.host.is_none() {
+            let row = self
+                .row
+                .to_dtype(candle_core::DType::F32)?
+                .to_vec1::<f32>()?;
+            self.host = Some(row);
+        }
+        Ok(self.host.as_deref().unwrap_or_default())
+    }
+}
+
+/// One token under `mask`: on the logits' device when they are not on the host and
+/// the sampling has a device rule (one kernel, 4 bytes back), else on the host.
+fn choose(
+    sampler: &mut Sampler,
+    picker: &mut TokenPicker,
+    logits: &mut StepLogits,
+    mask: &SimpleVob,
+) -> Result<Option<TokenId>> {
+    if logits.host.is_none() {
+        if let Some(rule) = sampler.device_rule(mask.num_set()) {
+            return picker.pick(&logits.row, mask.as_slice(), rule);
+        }
+    }
+    Ok(sampler.sample(logits.host()?, mask))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    /// The device route (`TokenPicker`, here on its CPU backend, as a GPU model would
+    /// take it) and the host route (`Sampler::sample`) choose the same greedy tokens.
+    #[test]
+    fn device_and_host_routes_choose_the_same_greedy_token() -> anyhow::Result<()> {
+        let n = 1000;
+        let mut rng = StdRng::seed_from_u64(21);
+        let mut sampler = Sampler::new(Sampling::Greedy);
+        let mut picker = TokenPicker::default();
+        for density in [0.002, 0.3, 1.0] {
+            let row: Vec<f32> = (0..n).map(|_| rng.random_range(-5.0..5.0)).collect();
+            let mut mask = SimpleVob::alloc(n);
+            (0..n as u32)
+                .filter(|_| rng.random_bool(density))
+                .for_each(|t| mask.allow_token(t));
+            let tensor = Tensor::new(row.as_slice(), &Device::Cpu)?;
+            let mut on_device = StepLogits {
+                row: tensor.clone(),
+                host: None,
+            };
+            let mut on_host = StepLogits::new(&tensor, n)?;
+            let device = choose(&mut sampler, &mut picker, &mut on_device, &mask)?;
+            assert!(on_device.host.is_none(), "the device route copied the row");
+            let host = choose(&mut sampler, &mut picker, &mut on_host, &mask)?;
+            assert_eq!(device, host, "density {density}");
+            assert!(device.is_some());
+        }
+        Ok(())
+    }
 }

@@ -1,9 +1,10 @@
 //! Choosing a token from a logits row under a grammar mask.
 
-use candle_core::{Device, Tensor};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use toktrie::{SimpleVob, TokenId};
+
+use crate::kernels::{masked_argmax, PickRule};
 
 /// How the next token is chosen among those the grammar allows.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -51,13 +52,14 @@ impl Sampler {
         }
     }
 
-    /// Choose a token allowed by `mask` from `logits`. `None` when the mask allows
-    /// nothing inside the row. A mask with a single allowed token returns it without
-    /// drawing, so forcing a token never moves the random state.
+    /// Choose a token allowed by `mask` from `logits`. `None` when no allowed token
+    /// inside the row has a non-NaN logit (see [`masked_argmax`], the one definition
+    /// of greedy shared with the device kernels). A mask with a single allowed token
+    /// returns it without drawing, so forcing a token never moves the random state.
     ///
-    /// Cost: greedy is one pass over the row (a copy and an argmax when most tokens
-    /// are allowed, a visit of the allowed ones otherwise); top-p adds a partial sort
-    /// of the [`TOP_P_CANDIDATES`] best allowed tokens.
+    /// Cost: greedy is one pass over the mask words, reading the logits of allowed
+    /// words only; top-p adds a partial sort of the [`TOP_P_CANDIDATES`] best allowed
+    /// tokens.
     #[inline(never)]
     pub fn sample(&mut self, logits: &[f32], mask: &SimpleVob) -> Option<TokenId> {
         let n = logits.len().min(mask.len());
@@ -65,7 +67,7 @@ impl Sampler {
         if allowed == 0 {
             return None;
         }
-        let best = masked_argmax(&logits[..n], mask, allowed)?;
+        let best = masked_argmax(&logits[..n], mask.as_slice())?;
         let (temperature, top_p) = match self.sampling {
             Sampling::Greedy => return Some(best),
             Sampling::TopP {
@@ -120,61 +122,38 @@ impl Sampler {
     }
 }
 
+impl Sampler {
+    /// The rule to run on the device for a mask that allows `allowed` tokens, or
+    /// `None` when this sampling must run on the host (top-p below 1 needs a sort
+    /// of the candidates). Greedy is [`PickRule::Argmax`]; top-p of 1 is a plain
+    /// temperature draw, [`PickRule::Sample`] with a uniform taken from this
+    /// sampler's generator, except when a single token is allowed (no draw, as in
+    /// [`sample`](Self::sample)).
+    ///
+    /// The device draws in id order and the host in weight order, so one seed gives
+    /// the same sequence on one device every time, not the same one on CPU and GPU.
+    pub fn device_rule(&mut self, allowed: usize) -> Option<PickRule> {
+        match self.sampling {
+            Sampling::Greedy => Some(PickRule::Argmax),
+            Sampling::TopP {
+                temperature, top_p, ..
+            } if top_p >= 1.0 => {
+                if allowed <= 1 || temperature.is_nan() || temperature <= 0.0 {
+                    return Some(PickRule::Argmax);
+                }
+                Some(PickRule::Sample {
+                    temperature,
+                    u: self.rng.random::<f32>(),
+                })
+            }
+            Sampling::TopP { .. } => None,
+        }
+    }
+}
+
 /// Top-p draws from at most this many of the best allowed tokens; the rest of a
 /// 151k vocabulary holds no mass that matters and would make every step sort it.
 pub const TOP_P_CANDIDATES: usize = 1024;
-
-/// The allowed token with the highest logit; NaN counts as lowest, ties go to the
-/// lowest id. `allowed` is `mask.num_set()`.
-#[inline(never)]
-fn masked_argmax(logits: &[f32], mask: &SimpleVob, allowed: usize) -> Option<TokenId> {
-    let n = logits.len();
-    let mut best: Option<(TokenId, f32)> = None;
-    let mut consider = |idx: usize| {
-        if idx < n {
-            let v = if logits[idx].is_nan() {
-                f32::NEG_INFINITY
-            } else {
-                logits[idx]
-            };
-            if best.is_none_or(|(_, b)| v > b) {
-                best = Some((idx as TokenId, v));
-            }
-        }
-    };
-    if allowed * 4 < n {
-        // Few allowed (structure positions): visit just those.
-        mask.iter_set_entries(&mut consider);
-        return best.map(|(id, _)| id);
-    }
-    // Most allowed (inside strings): knock the few others out of a copy and let
-    // candle's argmax (first maximum on ties) scan it.
-    let mut row = logits.to_vec();
-    mask.iter_unset_entries(|idx| {
-        if idx < n {
-            row[idx] = f32::NEG_INFINITY;
-        }
-    });
-    let first_max = Tensor::from_vec(row, n, &Device::Cpu)
-        .and_then(|t| t.argmax(0))
-        .and_then(|t| t.to_scalar::<u32>())
-        .ok();
-    if let Some(id) = first_max {
-        let v = logits[id as usize];
-        if mask.is_allowed(id) && v > f32::NEG_INFINITY {
-            return Some(id);
-        }
-    }
-    // NaNs confuse the argmax, or every allowed logit is -inf: visit the allowed ones.
-    mask.iter_set_entries(&mut consider);
-    if let Some((id, _)) = best {
-        return Some(id);
-    }
-    // Every allowed logit is -inf or NaN: any allowed token will do; take the first.
-    mask.first_bit_set()
-        .filter(|&i| i < n)
-        .map(|i| i as TokenId)
-}
 
 #[cfg(test)]
 mod tests {
@@ -197,8 +176,8 @@ mod tests {
     }
 
     #[test]
-    fn greedy_agrees_on_both_paths_and_breaks_ties_by_lowest_id() {
-        // Few allowed (visit) and most allowed (copy + argmax) must pick the same.
+    fn greedy_agrees_for_dense_and_sparse_masks_and_breaks_ties_by_lowest_id() {
+        // Most allowed (full words scanned) and few allowed (bits visited) pick the same.
         let n = 64;
         let mut logits: Vec<f32> = (0..n).map(|i| ((i * 37) % 11) as f32).collect();
         logits[5] = f32::NAN;
@@ -218,8 +197,35 @@ mod tests {
         };
         assert_eq!(s.sample(&logits, &mask(n, &all)), visit(&all));
         assert_eq!(s.sample(&logits, &mask(n, &few)), visit(&few));
+        // NaN is never chosen: a row of NaNs is a broken model, not token 0.
         let all_nan = vec![f32::NAN; n];
-        assert_eq!(s.sample(&all_nan, &mask(n, &all)), Some(0));
+        assert_eq!(s.sample(&all_nan, &mask(n, &all)), None);
+    }
+
+    #[test]
+    fn device_rule_is_argmax_for_greedy_and_draws_only_for_full_top_p() {
+        let mut greedy = Sampler::new(Sampling::Greedy);
+        assert_eq!(greedy.device_rule(10), Some(PickRule::Argmax));
+        let mut nucleus = Sampler::new(Sampling::TopP {
+            temperature: 0.7,
+            top_p: 0.9,
+            seed: 1,
+        });
+        assert_eq!(nucleus.device_rule(10), None);
+        let full = Sampling::TopP {
+            temperature: 0.7,
+            top_p: 1.0,
+            seed: 3,
+        };
+        let (mut a, mut b) = (Sampler::new(full), Sampler::new(full));
+        // A forced step draws nothing, so `a` and `b` stay in step.
+        assert_eq!(a.device_rule(1), Some(PickRule::Argmax));
+        let (ra, rb) = (a.device_rule(10), b.device_rule(10));
+        assert_eq!(ra, rb);
+        assert!(
+            matches!(ra, Some(PickRule::Sample { temperature, u }) if temperature == 0.7 && (0.0..1.0).contains(&u)),
+            "{ra:?}"
+        );
     }
 
     #[test]
