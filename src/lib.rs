@@ -7,6 +7,7 @@
 
 pub mod decode;
 pub mod error;
+pub mod generate;
 pub mod hub;
 pub mod image;
 pub mod kernels;

@@ -1,5 +1,5 @@
 //! The `sightline` command-line tool: drive the desktop, plan or verify one turn, manage
-//! models. See the README for what each command prints.
+//! models, generate freely. See the README for what each command prints.
 
 use std::process::ExitCode;
 
@@ -30,6 +30,9 @@ enum Command {
     Verify(cli::plan::VerifyArgs),
     /// List, download and describe models.
     Models(cli::models::ModelsArgs),
+    /// Continue a chat prompt (and an optional image) with no grammar; print the text, and
+    /// the prefill and decode speed on stderr.
+    Generate(cli::generate::GenerateArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +51,7 @@ fn main() -> ExitCode {
         Command::Plan(args) => cli::plan::plan(args),
         Command::Verify(args) => cli::plan::verify(args),
         Command::Models(args) => cli::models::models(args),
+        Command::Generate(args) => cli::generate::generate(args),
     };
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }

@@ -4,6 +4,7 @@
 use std::io::Write;
 
 use sightline::hub::{self, Hub, ModelFiles, ModelManifest, ModelSpec, ResolvedModel};
+use sightline::model::weights::{LoadOptions, ModelSource, WeightSource};
 
 /// Exit codes of `sightline models`.
 pub mod exit_code {
@@ -36,6 +37,10 @@ pub enum ModelsCommand {
         id: String,
     },
     /// Show a model's repos, variants and files, and which are cached. Never downloads.
+    /// For a local path (a safetensors directory or `config.json`, a text GGUF or a directory
+    /// holding a GGUF pair) or a cached repo, also what the files hold: architecture, text and
+    /// vision dimensions, storage types with their tensor counts, total tensors and bytes.
+    /// Reads headers only, never the weights.
     Info {
         /// Manifest id, Hub repo id or local path.
         id: String,
@@ -180,12 +185,15 @@ fn info(hub: &Hub, id: &str, out: &mut dyn Write) -> sightline::Result<()> {
         ModelSpec::Local(path) => {
             let model = hub.resolve(id, &ModelSpec::Local(path))?;
             print_files(out, &model);
-            Ok(())
+            describe(out, &model)
         }
         spec => {
             // A repo: show what the cache holds, without touching the network.
             match hub.clone().with_offline(true).resolve(id, &spec) {
-                Ok(model) => print_files(out, &model),
+                Ok(model) => {
+                    print_files(out, &model);
+                    describe(out, &model)?;
+                }
                 Err(e) => {
                     let _ = writeln!(out, "{id}: not (completely) cached: {e}");
                     let _ = writeln!(out, "fetch it with `sightline models pull {id}`");
@@ -195,4 +203,92 @@ fn info(hub: &Hub, id: &str, out: &mut dyn Write) -> sightline::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Print what the files hold: architecture, text and vision dimensions, storage types and
+/// sizes. Opens the headers only ([`WeightSource::open`] memory-maps safetensors and reads
+/// GGUF metadata and tensor infos); no tensor data is read, so a multi-GB model is
+/// described at once.
+fn describe(out: &mut dyn Write, model: &ResolvedModel) -> sightline::Result<()> {
+    // (This file is also compiled alone into tests/hub_cli.rs, so it does not reach for
+    // `cli::plan::model_source`.)
+    let source = match &model.files {
+        ModelFiles::Gguf { model, mmproj, .. } => ModelSource::Gguf {
+            text: model.clone(),
+            mmproj: mmproj.clone(),
+        },
+        ModelFiles::Safetensors { config, .. } => ModelSource::Safetensors {
+            dir: config
+                .parent()
+                .map(std::path::Path::to_path_buf)
+                .unwrap_or_default(),
+        },
+    };
+    let ws = WeightSource::open(&LoadOptions::new(source))?;
+    let info = ws.info();
+    let t = &info.config.text;
+    let v = &info.config.vision;
+    let _ = writeln!(out, "  architecture {}", info.architecture);
+    let _ = writeln!(
+        out,
+        "  text      layers {}, hidden {}, heads {}, kv heads {}, head_dim {}, ff {}, vocab {}, \
+         tied head {}, rope theta {}, mrope_section {:?}{}",
+        t.num_hidden_layers,
+        t.hidden_size,
+        t.num_attention_heads,
+        t.num_key_value_heads,
+        t.head_dim,
+        t.intermediate_size,
+        t.vocab_size,
+        if t.tie_word_embeddings { "yes" } else { "no" },
+        t.rope_theta,
+        t.mrope_section,
+        if t.mrope_interleaved {
+            " interleaved"
+        } else {
+            " chunked"
+        },
+    );
+    let _ = writeln!(
+        out,
+        "  vision    depth {}, hidden {}, heads {}, ff {}, patch {}, temporal patch {}, merge {}, \
+         out hidden {}, deepstack layers {:?}",
+        v.depth,
+        v.hidden_size,
+        v.num_heads,
+        v.intermediate_size,
+        v.patch_size,
+        v.temporal_patch_size,
+        v.spatial_merge_size,
+        v.out_hidden_size,
+        v.deepstack_visual_indexes,
+    );
+    // Most frequent storage type first: that is the model's quantization.
+    let mut types: Vec<(&String, &usize)> = info.storage_types.iter().collect();
+    types.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let types: Vec<String> = types.iter().map(|(ty, n)| format!("{ty} ×{n}")).collect();
+    let _ = writeln!(out, "  types     {}", types.join(", "));
+    let _ = writeln!(
+        out,
+        "  tensors   {}, {} bytes ({})",
+        info.tensor_count,
+        info.total_bytes,
+        human_bytes(info.total_bytes)
+    );
+    Ok(())
+}
+
+/// `1.23 GiB`, `18.0 MiB`, `512 B`.
+fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
 }

@@ -266,8 +266,12 @@ impl WeightSource {
         for (_, dtype, _) in &tensors {
             *storage_types.entry(dtype.clone()).or_insert(0) += 1;
         }
+        // `model_type` / `general.architecture` as the files spell them (both are checked
+        // when the files are opened).
         let architecture = match &self.backend {
-            Backend::Safetensors { .. } => "Qwen3VLForConditionalGeneration (safetensors)",
+            Backend::Safetensors { .. } => {
+                "qwen3_vl (Qwen3VLForConditionalGeneration, safetensors)"
+            }
             Backend::Gguf { .. } => "qwen3vl + clip mmproj (GGUF)",
         };
         ModelInfo {
@@ -276,6 +280,27 @@ impl WeightSource {
             config: self.config.clone(),
             tensor_count: tensors.len(),
             storage_types,
+            total_bytes: self.stored_bytes(),
+        }
+    }
+
+    /// Bytes the tensors occupy in the files (data only, headers and metadata excluded),
+    /// from the headers: no tensor data is read.
+    pub fn stored_bytes(&self) -> u64 {
+        match &self.backend {
+            Backend::Safetensors { st, .. } => st
+                .tensors()
+                .iter()
+                .map(|(_, view)| view.data().len() as u64)
+                .sum(),
+            Backend::Gguf { text, mmproj } => [text, mmproj]
+                .iter()
+                .flat_map(|f| f.content.tensor_infos.values())
+                .map(|info| {
+                    let blocks = info.shape.elem_count() / info.ggml_dtype.block_size();
+                    (blocks * info.ggml_dtype.type_size()) as u64
+                })
+                .sum(),
         }
     }
 
@@ -457,6 +482,8 @@ pub struct ModelInfo {
     pub tensor_count: usize,
     /// Tensors per storage type (`F16`, `BF16`, `Q8_0`, `Q4K`, ...).
     pub storage_types: std::collections::BTreeMap<String, usize>,
+    /// Bytes of tensor data in the files ([`WeightSource::stored_bytes`]).
+    pub total_bytes: u64,
 }
 
 /// A linear layer through [`QMatMul`]: `xs @ weightᵀ + bias`.
