@@ -5,7 +5,7 @@
 #
 #   OUT_DIR/safetensors/        HF checkpoint, bf16 shards + index, config.json, tokenizer files
 #                               (the quantize-at-load input)
-#   OUT_DIR/text-f16.gguf       convert_hf_to_gguf.py --outtype f16
+#   OUT_DIR/text-f16.gguf       convert_hf_to_gguf.py --outtype f16 (KEEP_F16=0: deleted after)
 #   OUT_DIR/text-Q4_K_M.gguf    llama-quantize text-f16.gguf Q4_K_M
 #   OUT_DIR/text-Q8_0.gguf      llama-quantize text-f16.gguf Q8_0
 #   OUT_DIR/mmproj-f16.gguf     convert_hf_to_gguf.py --mmproj --outtype f16
@@ -23,6 +23,7 @@
 #   PYTHON     env, a Python with torch, transformers 5.x, safetensors, sentencepiece
 #              (default /opt/fixvenv/bin/python, the fixture venv of models/README.md)
 #   SEED       env, weight seed (default 2026)
+#   KEEP_F16   env, 0 deletes text-f16.gguf once both quantized files exist (default 1: keep)
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -53,7 +54,7 @@ cat > "$ST/tokenizer_config.json" <<'JSON'
  "pad_token": "<|endoftext|>", "add_prefix_space": false, "model_max_length": 262144}
 JSON
 
-if [ ! -f "$OUT/text-f16.gguf" ]; then
+if [ ! -f "$OUT/text-f16.gguf" ] && { [ ! -f "$OUT/text-Q4_K_M.gguf" ] || [ ! -f "$OUT/text-Q8_0.gguf" ] || [ "${KEEP_F16:-1}" = 1 ]; }; then
   "$PY" "$LLAMA/convert_hf_to_gguf.py" "$ST" --outtype f16 --outfile "$OUT/text-f16.gguf.part"
   mv "$OUT/text-f16.gguf.part" "$OUT/text-f16.gguf"
 fi
@@ -67,4 +68,7 @@ for q in Q4_K_M Q8_0; do
     mv "$OUT/text-$q.gguf.part" "$OUT/text-$q.gguf"
   fi
 done
+# The f16 text GGUF is only the quantizer's input (the safetensors are the f16 source for
+# quantize-at-load); KEEP_F16=0 deletes it to save 3.3 GB.
+if [ "${KEEP_F16:-1}" = 0 ]; then rm -f "$OUT/text-f16.gguf"; fi
 ls -l "$OUT" "$ST"
