@@ -30,6 +30,9 @@ enum Command {
     Verify(cli::plan::VerifyArgs),
     /// List, download and describe models.
     Models(cli::models::ModelsArgs),
+    /// Measure load, memory, vision, prefill, decode, grammar and whole turns on a
+    /// real-shape random model; optionally side by side with llama.cpp.
+    Bench(cli::bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +51,7 @@ fn main() -> ExitCode {
         Command::Plan(args) => cli::plan::plan(args),
         Command::Verify(args) => cli::plan::verify(args),
         Command::Models(args) => cli::models::models(args),
+        Command::Bench(args) => cli::bench::bench(args),
     };
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
