@@ -377,6 +377,13 @@ mod tests {
     use crate::model::VisionLanguageModel;
     use candle_core::quantized::gguf_file;
 
+    /// `shape`'s configuration as a GGUF reader sees it: GGUF stores the RMS epsilon as f32.
+    fn as_gguf_stores_it(shape: ModelShape) -> Qwen3VlConfig {
+        let mut cfg = shape.config();
+        cfg.text.rms_norm_eps = cfg.text.rms_norm_eps as f32 as f64;
+        cfg
+    }
+
     fn options() -> GenerateOptions {
         GenerateOptions {
             threads: 2,
@@ -427,7 +434,7 @@ mod tests {
                 let plan = plan_model(shape, format)?;
                 assert_eq!(
                     config_from_headers(&plan)?,
-                    shape.config(),
+                    as_gguf_stores_it(shape),
                     "{shape} {format}"
                 );
             }
@@ -461,7 +468,12 @@ mod tests {
                 opts.quantize = Some(GgmlDType::Q8_0);
             }
             let mut model = Qwen3Vl::load(&opts)?;
-            assert_eq!(model.config(), &ModelShape::Tiny.config(), "{format}");
+            let expected = if format.is_gguf() {
+                as_gguf_stores_it(ModelShape::Tiny)
+            } else {
+                ModelShape::Tiny.config()
+            };
+            assert_eq!(model.config(), &expected, "{format}");
             let logits: Vec<f32> = model.feed(&[151644, 872, 198, 9707], &[])?.to_vec1()?;
             assert_eq!(logits.len(), 151_936);
             assert!(logits.iter().all(|x| x.is_finite()), "{format}");

@@ -15,7 +15,8 @@
 //!   `ffn_down` Q6_K on the "use more bits" layers (the first and last eighth and every
 //!   third in between); `output.weight`, or `token_embd.weight` when the head is tied,
 //!   Q6_K; a row width that is not whole K-blocks falls back to Q5_0 (for Q4_K) or Q8_0
-//!   (for Q6_K), and to F16 past that. Differences: no importance matrix (llama-quantize
+//!   (for Q6_K), and to F16 past that (Q8_0 where candle's Q5_0 kernel cannot take the
+//!   row: an odd number of 32-value blocks, only in the tiny test shape). Differences: no importance matrix (llama-quantize
 //!   uses none by default either), and the tensors are quantized by candle's
 //!   `QTensor::quantize`, whose K-quant search is a port of ggml's reference quantizer,
 //!   not the SIMD one, so individual bytes may differ from llama-quantize's output.
@@ -248,8 +249,15 @@ fn fit_row(dtype: GgmlDType, cols: usize) -> GgmlDType {
         GgmlDType::Q6K => GgmlDType::Q8_0,
         other => other,
     };
-    if cols.is_multiple_of(fallback.block_size()) {
+    // candle's Q5_0/Q5_1 kernels take rows of an even number of 32-value blocks (they
+    // assert it); llama.cpp has no such limit. Only rows of one odd block count hit this
+    // (the tiny test shape's 32-wide rows, never a real shape): those get Q8_0 instead.
+    let candle_ok = !matches!(fallback, GgmlDType::Q5_0 | GgmlDType::Q5_1)
+        || (cols / fallback.block_size()).is_multiple_of(2);
+    if cols.is_multiple_of(fallback.block_size()) && candle_ok {
         fallback
+    } else if cols.is_multiple_of(GgmlDType::Q8_0.block_size()) {
+        GgmlDType::Q8_0
     } else {
         GgmlDType::F16
     }
