@@ -5,7 +5,8 @@
 //!   has `n_prompt > 0, n_gen = 0`, a decode test the reverse, and `avg_ts` is its mean
 //!   tokens per second (`tools/llama-bench/llama-bench.cpp`, `json_printer`). `cpu_info`
 //!   names the CPU and `backends` the ggml backends.
-//! - `llama-mtmd-cli` logs `image slice encoded in N ms` for the vision tower and
+//! - `llama-mtmd-cli` logs `mtmd batch encoding done in N ms` around the vision tower
+//!   (`tools/mtmd/mtmd-cli.cpp`; older builds: `image slice encoded in N ms`) and
 //!   `image decoded (batch i/n) in N ms` for feeding the image tokens
 //!   (`tools/mtmd/mtmd-helper.cpp`); `system_info: … | AVX = 1 | …` lists the CPU
 //!   features its build uses.
@@ -204,8 +205,9 @@ pub fn parse_mtmd_log(log: &str) -> Result<MtmdTimings> {
     let mut decode = None::<f64>;
     let mut system_info = None;
     for line in log.lines() {
-        if line.contains("image slice encoded in") {
-            if let Some(v) = ms_after(line, "encoded in") {
+        // Older builds log per slice (mtmd-helper.cpp); current mtmd-cli logs per batch.
+        if line.contains("image slice encoded in") || line.contains("mtmd batch encoding done in") {
+            if let Some(v) = ms_after(line, " in") {
                 *encode.get_or_insert(0.0) += v;
             }
         } else if line.contains("image decoded") {
@@ -338,7 +340,10 @@ pub fn run_mtmd(
         .arg(image)
         .args(["--image-max-tokens", &max_visual_tokens.to_string()])
         .args(["-p", "describe", "-n", "1", "-t", &run.threads.to_string()])
-        .args(["--temp", "0", "--no-warmup"]);
+        .args(["--temp", "0", "--no-warmup"])
+        // Generated GGUFs carry no chat template (nor do the converter-made fixtures);
+        // Qwen's is ChatML, and the template does not change the image timings.
+        .args(["--chat-template", "chatml"]);
     let (stdout, stderr) = run_with_timeout(cmd, run.timeout)?;
     parse_mtmd_log(&format!("{stdout}\n{stderr}"))
 }
@@ -416,6 +421,10 @@ mod tests {
         let info = t.system_info.unwrap_or_default();
         assert_eq!(features_on(&info), vec!["SSE3", "AVX", "AVX2", "F16C"]);
         assert!(parse_mtmd_log("no image here").is_err());
+        // Captured from /opt/llama-bin/llama-mtmd-cli (build 0c1e570) on a generated tiny model.
+        let captured = "0.02.064.981 I encoding mtmd batch, n_chunks = 1 (done = 1, total = 3)\n\
+                        0.02.350.551 I mtmd batch encoding done in 286 ms\n";
+        assert_eq!(parse_mtmd_log(captured)?.encode_ms, 286.0);
         Ok(())
     }
 }
