@@ -194,7 +194,7 @@ pub struct MtmdTimings {
     pub system_info: Option<String>,
 }
 
-fn ms_after<'a>(line: &'a str, marker: &str) -> Option<f64> {
+fn ms_after(line: &str, marker: &str) -> Option<f64> {
     let rest = &line[line.find(marker)? + marker.len()..];
     rest.trim().strip_suffix("ms")?.trim().parse().ok()
 }

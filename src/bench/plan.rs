@@ -287,10 +287,10 @@ fn text_type(format: BenchFormat, role: TextRole, cfg: &Qwen3VlConfig, cols: usi
                 _ => GgmlDType::Q4K,
             };
             // The output rule goes straight to Q8_0 when rows are not whole K-blocks.
-            if matches!(role, TextRole::Output) || (tied && matches!(role, TextRole::TokenEmbd)) {
-                if !cols.is_multiple_of(wanted.block_size()) {
-                    return fit_row(GgmlDType::Q8_0, cols);
-                }
+            let output_rule =
+                matches!(role, TextRole::Output) || (tied && matches!(role, TextRole::TokenEmbd));
+            if output_rule && !cols.is_multiple_of(wanted.block_size()) {
+                return fit_row(GgmlDType::Q8_0, cols);
             }
             fit_row(wanted, cols)
         }
