@@ -5,6 +5,7 @@
 //! constrained by a grammar built from the screen, so every move is a valid
 //! [`cel_contracts::NextMove`] that targets only what is on screen.
 
+pub mod bench;
 pub mod decode;
 pub mod error;
 pub mod generate;

@@ -33,6 +33,9 @@ enum Command {
     /// Continue a chat prompt (and an optional image) with no grammar; print the text, and
     /// the prefill and decode speed on stderr.
     Generate(cli::generate::GenerateArgs),
+    /// Measure load, memory, vision, prefill, decode, grammar and whole turns on a
+    /// real-shape random model; optionally side by side with llama.cpp.
+    Bench(cli::bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +55,7 @@ fn main() -> ExitCode {
         Command::Verify(args) => cli::plan::verify(args),
         Command::Models(args) => cli::models::models(args),
         Command::Generate(args) => cli::generate::generate(args),
+        Command::Bench(args) => cli::bench::bench(args),
     };
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }

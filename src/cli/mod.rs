@@ -1,6 +1,7 @@
 //! Command-line subcommands. Each module holds a clap `Args` struct and the function that runs
 //! it, returning the process exit code.
 
+pub mod bench;
 pub mod generate;
 pub mod models;
 pub mod plan;

@@ -1,0 +1,23 @@
+//! `sightline bench`: random-weight models with a real model's dimensions, and the
+//! measurements of one turn's stages on them, optionally side by side with llama.cpp.
+//!
+//! - [`shape`]: the dimension table (Qwen3-VL 2B / 4B / 8B, and a tiny one for tests).
+//! - [`plan`]: every file, tensor, storage type and metadata key of a generated model,
+//!   laid out as llama.cpp's converter and quantizer write them.
+//! - [`gguf_writer`]: a GGUF writer that streams tensor data.
+//! - [`generate`]: writing a plan to disk chunk by chunk, and the on-disk cache.
+//! - [`stages`]: the measurements (load, memory, vision, prefill, decode, grammar, turn).
+//! - [`llama_cpp`]: finding, running and parsing `llama-bench` and `llama-mtmd-cli`.
+//! - [`report`]: the result, as a table or one JSON object.
+
+pub mod generate;
+pub mod gguf_writer;
+pub mod llama_cpp;
+pub mod plan;
+pub mod report;
+pub mod shape;
+pub mod stages;
+
+pub use generate::{default_cache_root, ensure_model, BenchModel, GenerateOptions};
+pub use plan::{plan_model, BenchFormat};
+pub use shape::ModelShape;

@@ -1,0 +1,472 @@
+//! The result of `sightline bench`: one [`BenchReport`], printed as a table for people or
+//! as one JSON object (`--json`) whose field names are stable:
+//!
+//! | field | what |
+//! |---|---|
+//! | `sightline_version` | the crate version |
+//! | `model` | shape, format, files, size, whether this run generated it |
+//! | `machine` | threads, candle's thread count, CPU features (compile time and run time) |
+//! | `settings` | prompt tokens, generated tokens, repetitions, visual-token budget |
+//! | `load` | load time, RSS after load, peak RSS during load |
+//! | `memory_check` | peak after load against file size + KV cache + 25% (issue 3) |
+//! | `vision` | image size, visual tokens, preprocess and encode medians |
+//! | `prefill` / `decode` | tokens, medians, tokens/s, every sample |
+//! | `grammar` | constrained decode: per-token grammar time, ratio to a decode step, forced share (or `grammar_error`) |
+//! | `turn` | whole `decide_next` turns: first and median totals, the median turn's stages |
+//! | `peak_rss_bytes` | peak RSS of the whole run after generation |
+//! | `llama_cpp` | `null`, or llama.cpp's figures, ratios and features |
+//!
+//! Times are milliseconds (`_ms`) or microseconds (`_us`), rates tokens per second
+//! (`_per_s`), sizes bytes (`_bytes`).
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::bench::llama_cpp::{LlamaBenchOutput, MtmdTimings};
+use crate::bench::stages::{
+    DecodeResult, GrammarResult, LoadResult, PrefillResult, TurnResult, VisionResult, MEMORY_SLACK,
+};
+
+/// Which model was measured.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ModelReport {
+    /// `2b`, `4b`, `8b`, `tiny`, or `custom` for `--model`.
+    pub shape: String,
+    /// `q4_k_m`, `q8_0`, `f16`, or what `--model` holds.
+    pub format: String,
+    /// Quantize-at-load type, when used.
+    pub quantize: Option<String>,
+    /// The files, in words.
+    pub source: String,
+    /// Size of the model's files.
+    pub file_bytes: u64,
+    /// Whether this run generated the model.
+    pub generated: bool,
+    /// Seconds spent generating it.
+    pub generate_s: f64,
+}
+
+/// The machine and build.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MachineReport {
+    /// `--threads`.
+    pub threads: usize,
+    /// The thread count candle runs with.
+    pub candle_threads: usize,
+    /// Target features this binary was compiled with (candle's non-quantized kernels
+    /// depend on them).
+    pub compile_features: Vec<String>,
+    /// Features the CPU reports at run time (candle's quantized kernels pick on them).
+    pub runtime_features: Vec<String>,
+    /// Whether the build enabled AVX2 at compile time (a `target-cpu=native` build on an
+    /// AVX2 machine does; a default x86-64 build does not).
+    pub native_build: bool,
+}
+
+impl MachineReport {
+    /// Describe this process.
+    pub fn current(threads: usize) -> Self {
+        let mut compile = Vec::new();
+        for (on, name) in [
+            (cfg!(target_feature = "sse4.2"), "sse4.2"),
+            (cfg!(target_feature = "avx"), "avx"),
+            (cfg!(target_feature = "avx2"), "avx2"),
+            (cfg!(target_feature = "fma"), "fma"),
+            (cfg!(target_feature = "f16c"), "f16c"),
+            (cfg!(target_feature = "avx512f"), "avx512f"),
+            (cfg!(target_feature = "avx512vnni"), "avx512vnni"),
+            (cfg!(target_feature = "neon"), "neon"),
+        ] {
+            if on {
+                compile.push(name.to_string());
+            }
+        }
+        #[allow(unused_mut)]
+        let mut runtime: Vec<String> = Vec::new();
+        #[cfg(target_arch = "x86_64")]
+        {
+            for (on, name) in [
+                (std::arch::is_x86_feature_detected!("avx"), "avx"),
+                (std::arch::is_x86_feature_detected!("avx2"), "avx2"),
+                (std::arch::is_x86_feature_detected!("fma"), "fma"),
+                (std::arch::is_x86_feature_detected!("f16c"), "f16c"),
+                (std::arch::is_x86_feature_detected!("avx512f"), "avx512f"),
+                (
+                    std::arch::is_x86_feature_detected!("avx512vnni"),
+                    "avx512vnni",
+                ),
+                (
+                    std::arch::is_x86_feature_detected!("avx512bf16"),
+                    "avx512bf16",
+                ),
+            ] {
+                if on {
+                    runtime.push(name.to_string());
+                }
+            }
+        }
+        MachineReport {
+            threads,
+            candle_threads: candle_core::utils::get_num_threads(),
+            compile_features: compile,
+            runtime_features: runtime,
+            native_build: cfg!(target_feature = "avx2")
+                || cfg!(target_feature = "neon") && candle_core::utils::with_neon(),
+        }
+    }
+}
+
+/// The settings measured with.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SettingsReport {
+    /// Prefill prompt length.
+    pub prompt_tokens: usize,
+    /// Decode steps.
+    pub gen_tokens: usize,
+    /// Repetitions per stage.
+    pub repeat: usize,
+    /// Visual-token budget of the screenshot.
+    pub visual_token_budget: usize,
+}
+
+/// Peak memory after load against issue 3's bound.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MemoryCheck {
+    /// Model files.
+    pub file_bytes: u64,
+    /// KV cache at prompt + generated tokens.
+    pub kv_cache_bytes: u64,
+    /// `(file + kv) * 1.25`.
+    pub bound_bytes: u64,
+    /// Peak RSS during load.
+    pub peak_rss_load_bytes: u64,
+    /// `peak <= bound`.
+    pub within_bound: bool,
+}
+
+impl MemoryCheck {
+    /// Compare `peak` with `(file + kv) * (1 + MEMORY_SLACK)`.
+    pub fn new(file_bytes: u64, kv_cache_bytes: u64, peak: u64) -> Self {
+        let bound = ((file_bytes + kv_cache_bytes) as f64 * (1.0 + MEMORY_SLACK)) as u64;
+        MemoryCheck {
+            file_bytes,
+            kv_cache_bytes,
+            bound_bytes: bound,
+            peak_rss_load_bytes: peak,
+            within_bound: peak <= bound,
+        }
+    }
+}
+
+/// llama.cpp's figures on the same files, and ours over theirs.
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct LlamaCppReport {
+    /// Why nothing was compared, when nothing was.
+    pub skipped: Option<String>,
+    /// The `llama-bench` used.
+    pub llama_bench: Option<String>,
+    /// The `llama-mtmd-cli` used.
+    pub llama_mtmd_cli: Option<String>,
+    /// `llama-bench` prefill run.
+    pub prefill: Option<LlamaBenchOutput>,
+    /// `llama-bench` decode run.
+    pub decode: Option<LlamaBenchOutput>,
+    /// `llama-mtmd-cli` image timings.
+    pub vision: Option<MtmdTimings>,
+    /// Ours / llama.cpp prefill tokens/s (> 1: we are faster).
+    pub prefill_ratio: Option<f64>,
+    /// Ours / llama.cpp decode tokens/s (> 1: we are faster).
+    pub decode_ratio: Option<f64>,
+    /// llama.cpp encode time / ours (> 1: we are faster).
+    pub vision_speed_ratio: Option<f64>,
+    /// CPU features llama.cpp's build reports on (from `system_info`), when logged.
+    pub cpu_features: Vec<String>,
+    /// Errors of individual tool runs.
+    pub errors: Vec<String>,
+}
+
+/// Everything `sightline bench` measured.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct BenchReport {
+    /// Crate version.
+    pub sightline_version: String,
+    /// The model.
+    pub model: ModelReport,
+    /// The machine.
+    pub machine: MachineReport,
+    /// The settings.
+    pub settings: SettingsReport,
+    /// Load time and memory.
+    pub load: LoadResult,
+    /// Peak memory against file + KV + 25%.
+    pub memory_check: MemoryCheck,
+    /// Vision encode.
+    pub vision: Option<VisionResult>,
+    /// Prefill.
+    pub prefill: Option<PrefillResult>,
+    /// Decode.
+    pub decode: Option<DecodeResult>,
+    /// Constrained decode.
+    pub grammar: Option<GrammarResult>,
+    /// Why the constrained decode failed, if it did.
+    pub grammar_error: Option<String>,
+    /// Whole turns.
+    pub turn: Option<TurnResult>,
+    /// Why the turns failed, if they did.
+    pub turn_error: Option<String>,
+    /// Peak RSS over the whole run (after generation).
+    pub peak_rss_bytes: u64,
+    /// llama.cpp comparison, when asked for.
+    pub llama_cpp: Option<LlamaCppReport>,
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.0} MiB", b as f64 / (1024.0 * 1024.0))
+}
+
+fn ratio(r: Option<f64>) -> String {
+    r.map(|r| format!("{r:.2}×")).unwrap_or_else(|| "–".into())
+}
+
+impl BenchReport {
+    /// The human-readable table.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let m = &self.model;
+        let _ = writeln!(
+            s,
+            "sightline bench {} — {} {} ({})",
+            self.sightline_version,
+            m.shape,
+            m.format,
+            mib(m.file_bytes)
+        );
+        let _ = writeln!(s, "  model: {}", m.source);
+        if let Some(q) = &m.quantize {
+            let _ = writeln!(s, "  quantized at load: {q}");
+        }
+        let mc = &self.machine;
+        let _ = writeln!(
+            s,
+            "  threads {} (candle {}), compiled with [{}], CPU has [{}]",
+            mc.threads,
+            mc.candle_threads,
+            mc.compile_features.join(" "),
+            mc.runtime_features.join(" ")
+        );
+        let st = &self.settings;
+        let _ = writeln!(
+            s,
+            "  prompt {} tokens, {} decode steps, median of {}\n",
+            st.prompt_tokens, st.gen_tokens, st.repeat
+        );
+        let _ = writeln!(
+            s,
+            "{:<28} {:>14} {:>14} {:>9}",
+            "stage", "sightline", "llama.cpp", "ratio"
+        );
+        let row = |s: &mut String, name: &str, ours: String, theirs: String, r: String| {
+            let _ = writeln!(s, "{name:<28} {ours:>14} {theirs:>14} {r:>9}");
+        };
+        let l = &self.load;
+        row(
+            &mut s,
+            "load",
+            format!("{:.0} ms", l.load_ms),
+            String::new(),
+            String::new(),
+        );
+        row(
+            &mut s,
+            "RSS after load",
+            mib(l.rss_after_load_bytes),
+            String::new(),
+            String::new(),
+        );
+        row(
+            &mut s,
+            "peak RSS during load",
+            mib(l.peak_rss_load_bytes),
+            String::new(),
+            String::new(),
+        );
+        let lc = self.llama_cpp.as_ref();
+        if let Some(v) = &self.vision {
+            row(
+                &mut s,
+                "image preprocess",
+                format!("{:.0} ms", v.preprocess_ms),
+                String::new(),
+                String::new(),
+            );
+            row(
+                &mut s,
+                &format!("vision encode ({} tok)", v.visual_tokens),
+                format!("{:.0} ms", v.encode_ms),
+                lc.and_then(|c| c.vision.as_ref())
+                    .map(|t| format!("{:.0} ms", t.encode_ms))
+                    .unwrap_or_default(),
+                ratio(lc.and_then(|c| c.vision_speed_ratio)),
+            );
+        }
+        if let Some(p) = &self.prefill {
+            row(
+                &mut s,
+                &format!("prefill {} tok", p.tokens),
+                format!("{:.1} tok/s", p.tokens_per_s),
+                lc.and_then(|c| c.prefill.as_ref())
+                    .and_then(|o| o.prefill_ts(p.tokens as u64))
+                    .map(|t| format!("{t:.1} tok/s"))
+                    .unwrap_or_default(),
+                ratio(lc.and_then(|c| c.prefill_ratio)),
+            );
+        }
+        if let Some(d) = &self.decode {
+            row(
+                &mut s,
+                &format!("decode {} tok", d.tokens),
+                format!("{:.2} tok/s", d.tokens_per_s),
+                lc.and_then(|c| c.decode.as_ref())
+                    .and_then(|o| o.decode_ts(d.tokens as u64))
+                    .map(|t| format!("{t:.2} tok/s"))
+                    .unwrap_or_default(),
+                ratio(lc.and_then(|c| c.decode_ratio)),
+            );
+            row(
+                &mut s,
+                "decode step",
+                format!("{:.1} ms", d.step_ms),
+                String::new(),
+                String::new(),
+            );
+        }
+        if let Some(g) = &self.grammar {
+            row(
+                &mut s,
+                "grammar per token",
+                format!("{:.1} µs", g.per_token_us),
+                String::new(),
+                String::new(),
+            );
+            row(
+                &mut s,
+                "grammar / decode step",
+                format!("{:.3}%", g.ratio_to_decode_step * 100.0),
+                String::new(),
+                String::new(),
+            );
+            row(
+                &mut s,
+                "forced tokens",
+                format!(
+                    "{}/{} ({:.0}%)",
+                    g.forced_tokens,
+                    g.tokens,
+                    g.forced_share * 100.0
+                ),
+                String::new(),
+                String::new(),
+            );
+            row(
+                &mut s,
+                "grammar compile",
+                format!("{:.1} ms", g.compile_ms),
+                String::new(),
+                String::new(),
+            );
+        }
+        if let Some(e) = &self.grammar_error {
+            let _ = writeln!(s, "grammar: failed: {e}");
+        }
+        if let Some(t) = &self.turn {
+            let b = &t.median_turn;
+            row(
+                &mut s,
+                "turn (first, cold prefix)",
+                format!("{:.0} ms", t.first_total_ms),
+                String::new(),
+                String::new(),
+            );
+            row(
+                &mut s,
+                "turn (median)",
+                format!("{:.0} ms", t.total_ms),
+                String::new(),
+                String::new(),
+            );
+            for (name, v) in [
+                ("  preprocess", b.preprocess_ms),
+                ("  vision", b.vision_ms),
+                ("  prefill", b.prefill_ms),
+                ("  decode", b.decode_ms),
+                ("  grammar", b.grammar_ms),
+            ] {
+                row(
+                    &mut s,
+                    name,
+                    format!("{v:.0} ms"),
+                    String::new(),
+                    String::new(),
+                );
+            }
+            let _ = writeln!(
+                s,
+                "  (median turn: {} prompt tokens fed, {} reused, {} generated, {} forced, {} forward passes)",
+                b.prefill_new, b.prefill_reused, b.generated, b.forced, b.forward_passes
+            );
+        }
+        if let Some(e) = &self.turn_error {
+            let _ = writeln!(s, "turn: failed: {e}");
+        }
+        let mcheck = &self.memory_check;
+        let _ = writeln!(
+            s,
+            "\nmemory: peak during load {} vs files {} + KV cache {} + {:.0}% = {}: {}",
+            mib(mcheck.peak_rss_load_bytes),
+            mib(mcheck.file_bytes),
+            mib(mcheck.kv_cache_bytes),
+            MEMORY_SLACK * 100.0,
+            mib(mcheck.bound_bytes),
+            if mcheck.within_bound {
+                "within"
+            } else {
+                "OVER"
+            }
+        );
+        if !self.load.peak_reset {
+            let _ = writeln!(
+                s,
+                "  (the peak counter could not be reset: it includes model generation)"
+            );
+        }
+        let _ = writeln!(s, "peak RSS of the run: {}", mib(self.peak_rss_bytes));
+        if let Some(c) = lc {
+            if let Some(why) = &c.skipped {
+                let _ = writeln!(s, "llama.cpp: not compared: {why}");
+            } else {
+                let _ = writeln!(
+                    s,
+                    "llama.cpp: {} / {}",
+                    c.llama_bench.as_deref().unwrap_or("no llama-bench"),
+                    c.llama_mtmd_cli.as_deref().unwrap_or("no llama-mtmd-cli")
+                );
+                if let Some(p) = c.prefill.as_ref().or(c.decode.as_ref()) {
+                    let _ = writeln!(
+                        s,
+                        "  llama.cpp CPU: {} (backends {}, build {})",
+                        p.cpu_info, p.backends, p.build_commit
+                    );
+                }
+                if !c.cpu_features.is_empty() {
+                    let _ = writeln!(s, "  llama.cpp CPU features: {}", c.cpu_features.join(" "));
+                }
+                let _ = writeln!(s, "  ratios: ours/llama.cpp tokens/s for prefill and decode; llama.cpp/ours time for vision (> 1: sightline faster)");
+                for e in &c.errors {
+                    let _ = writeln!(s, "  error: {e}");
+                }
+            }
+        }
+        s
+    }
+}

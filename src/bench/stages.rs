@@ -1,0 +1,657 @@
+//! The measurements of `sightline bench`, each a method of [`StageBench`] so that the
+//! CLI can alternate them with llama.cpp's: load and memory, vision encode, prefill,
+//! decode, a grammar-constrained decode, and whole planner turns.
+//!
+//! Every stage runs `repeat` times and reports the median. On the CPU every candle op is
+//! synchronous, so a stopped clock has seen the work finish; logits are read back to the
+//! host inside the timed region, as the decoder does.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use candle_core::quantized::GgmlDType;
+use candle_core::Device;
+use cel_contracts::{PlanningElement, PlanningElementState, PlanningScreen, PlanningView};
+use serde::Serialize;
+use tokenizers::Tokenizer;
+
+use crate::decode::{
+    decode_move, DecodeOptions, Grammar, GrammarEngine, GrammarOptions, MoveSpec, TokenEnv,
+};
+use crate::error::{Error, Result};
+use crate::image::{preprocess_bytes, PreprocessConfig};
+use crate::model::qwen3_vl::Qwen3Vl;
+use crate::model::weights::{LoadOptions, ModelSource};
+use crate::model::VisionLanguageModel;
+use crate::planner::{LocalPlanner, PlannerOptions, Turn, TurnStats};
+use crate::tokenizer::{load_tokenizer, tokenizer_from_gguf};
+
+/// Ids below this are ordinary BPE tokens in every Qwen vocabulary (the specials follow).
+const ORDINARY_TOKENS: u32 = 151_643;
+/// Allowed share above file size + KV cache for peak memory after load (issue 3: 25%).
+pub const MEMORY_SLACK: f64 = 0.25;
+
+/// The median of `xs` (the mean of the middle two for an even count); 0 for none.
+pub fn median(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        return 0.0;
+    }
+    let mut v = xs.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Resident and peak memory of this process, from `/proc/self/status` (Linux).
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct MemorySample {
+    /// `VmRSS`, bytes.
+    pub rss_bytes: u64,
+    /// `VmHWM` (peak resident set since start or the last reset), bytes.
+    pub peak_rss_bytes: u64,
+}
+
+/// Read [`MemorySample`]; `None` where `/proc/self/status` does not exist.
+pub fn memory_sample() -> Option<MemorySample> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let field = |key: &str| -> Option<u64> {
+        let line = status.lines().find(|l| l.starts_with(key))?;
+        let kb: u64 = line[key.len()..]
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()?;
+        Some(kb * 1024)
+    };
+    Some(MemorySample {
+        rss_bytes: field("VmRSS:")?,
+        peak_rss_bytes: field("VmHWM:")?,
+    })
+}
+
+/// Reset the kernel's peak-RSS counter (`echo 5 > /proc/self/clear_refs`), so a peak
+/// read later belongs to what ran after. Returns whether the kernel accepted it.
+pub fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// Bytes of the KV cache for `positions` positions: K and V, every layer, f32 on the CPU.
+pub fn kv_cache_bytes(model: &Qwen3Vl, positions: usize) -> u64 {
+    let t = &model.config().text;
+    let elem = model.dtype().size_in_bytes() as u64;
+    2 * t.num_hidden_layers as u64
+        * t.num_key_value_heads as u64
+        * t.head_dim as u64
+        * positions as u64
+        * elem
+}
+
+/// What the bench measures and on what.
+#[derive(Debug, Clone)]
+pub struct StageOptions {
+    /// Prompt length of the prefill measurement.
+    pub prompt_tokens: usize,
+    /// Single-token decode steps measured.
+    pub gen_tokens: usize,
+    /// Repetitions of each stage; medians are reported.
+    pub repeat: usize,
+    /// Visual-token budget of the screenshot (1,280 by default).
+    pub max_visual_tokens: usize,
+    /// Threads of the image preprocessing (the model uses candle's pool).
+    pub threads: usize,
+    /// Quantize a safetensors model while loading.
+    pub quantize: Option<GgmlDType>,
+    /// Seed of the prompt tokens.
+    pub seed: u64,
+}
+
+impl Default for StageOptions {
+    fn default() -> Self {
+        StageOptions {
+            prompt_tokens: 512,
+            gen_tokens: 64,
+            repeat: 3,
+            max_visual_tokens: crate::image::DEFAULT_MAX_TOKENS,
+            threads: 1,
+            quantize: None,
+            seed: 7,
+        }
+    }
+}
+
+/// Load time and memory.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LoadResult {
+    /// Wall time of `Qwen3Vl::load`, ms.
+    pub load_ms: f64,
+    /// Resident memory right after the load, bytes.
+    pub rss_after_load_bytes: u64,
+    /// Peak resident memory during the load, bytes.
+    pub peak_rss_load_bytes: u64,
+    /// Whether the peak counter was reset before the load (else it includes earlier work).
+    pub peak_reset: bool,
+}
+
+/// Vision encode of the screenshot.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct VisionResult {
+    /// Image size in pixels.
+    pub image_width: u32,
+    /// Image size in pixels.
+    pub image_height: u32,
+    /// The budget asked for.
+    pub visual_token_budget: usize,
+    /// Visual tokens the image became.
+    pub visual_tokens: usize,
+    /// Patches through the tower (4 per visual token).
+    pub patches: usize,
+    /// Decode + resize + patchify, median ms.
+    pub preprocess_ms: f64,
+    /// Vision tower + mergers, median ms.
+    pub encode_ms: f64,
+    /// Every encode, ms.
+    pub encode_samples_ms: Vec<f64>,
+}
+
+/// Prefill of a fresh prompt.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PrefillResult {
+    /// Prompt length.
+    pub tokens: usize,
+    /// Median wall time, ms.
+    pub ms: f64,
+    /// Median tokens per second.
+    pub tokens_per_s: f64,
+    /// Every repetition's tokens per second.
+    pub samples_tokens_per_s: Vec<f64>,
+}
+
+/// Single-token decode steps after the prompt.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct DecodeResult {
+    /// Steps per repetition.
+    pub tokens: usize,
+    /// Context length before the first step.
+    pub context_tokens: usize,
+    /// Median time of one step (forward + logits read back + argmax), ms.
+    pub step_ms: f64,
+    /// Median tokens per second over a repetition.
+    pub tokens_per_s: f64,
+    /// Every repetition's tokens per second.
+    pub samples_tokens_per_s: Vec<f64>,
+}
+
+/// A grammar-constrained decode of a move on the same model and prompt.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct GrammarResult {
+    /// Building the token environment (once per model), ms.
+    pub token_env_ms: f64,
+    /// Compiling the move grammar for the view (once per turn), ms.
+    pub compile_ms: f64,
+    /// Elements in the view the grammar was built from.
+    pub view_elements: usize,
+    /// Tokens emitted per decode.
+    pub tokens: usize,
+    /// Of which forced by the grammar.
+    pub forced_tokens: usize,
+    /// `forced_tokens / tokens`.
+    pub forced_share: f64,
+    /// Model forward passes per decode (forced runs are batched).
+    pub forward_calls: usize,
+    /// Median grammar time (masks + commits) per emitted token, µs.
+    pub per_token_us: f64,
+    /// Median mask time, µs.
+    pub mask_p50_us: f64,
+    /// 99th-percentile mask time, µs.
+    pub mask_p99_us: f64,
+    /// `per_token_us` over the median decode step.
+    pub ratio_to_decode_step: f64,
+    /// The move decoded (JSON).
+    pub next_move: String,
+}
+
+/// Whole `decide_next` turns through [`LocalPlanner`].
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TurnResult {
+    /// Turns run (the first one also prefills the system prompt).
+    pub turns: usize,
+    /// The first turn's total, ms (system prompt prefilled).
+    pub first_total_ms: f64,
+    /// Median total over every turn, ms.
+    pub total_ms: f64,
+    /// The breakdown of the median turn.
+    pub median_turn: TurnBreakdown,
+}
+
+/// One turn's stages, from [`TurnStats`].
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TurnBreakdown {
+    /// Screenshot decode and preprocessing, ms.
+    pub preprocess_ms: f64,
+    /// Vision tower, ms.
+    pub vision_ms: f64,
+    /// Prompt prefill, ms.
+    pub prefill_ms: f64,
+    /// Decode steps in the model, ms.
+    pub decode_ms: f64,
+    /// Grammar compile, masks and commits, ms.
+    pub grammar_ms: f64,
+    /// Whole turn, ms.
+    pub total_ms: f64,
+    /// Prompt tokens fed.
+    pub prefill_new: usize,
+    /// Prompt tokens reused from the cache.
+    pub prefill_reused: usize,
+    /// Tokens generated.
+    pub generated: usize,
+    /// Of which forced.
+    pub forced: usize,
+    /// Forward passes.
+    pub forward_passes: usize,
+}
+
+impl From<&TurnStats> for TurnBreakdown {
+    fn from(s: &TurnStats) -> Self {
+        TurnBreakdown {
+            preprocess_ms: ms(s.preprocess),
+            vision_ms: ms(s.vision),
+            prefill_ms: ms(s.prefill),
+            decode_ms: ms(s.decode),
+            grammar_ms: ms(s.grammar),
+            total_ms: ms(s.total),
+            prefill_new: s.prefill_new,
+            prefill_reused: s.prefill_reused,
+            generated: s.generated,
+            forced: s.forced,
+            forward_passes: s.forward_passes,
+        }
+    }
+}
+
+/// The tokenizer that belongs to a model's files: the GGUF's own vocabulary, or the
+/// directory's `tokenizer.json` (or `.json.gz`).
+pub fn tokenizer_for(source: &ModelSource) -> Result<Tokenizer> {
+    match source {
+        ModelSource::Safetensors { dir } => {
+            let json = dir.join("tokenizer.json");
+            let path = if json.is_file() {
+                json
+            } else {
+                dir.join("tokenizer.json.gz")
+            };
+            load_tokenizer(&path)
+        }
+        ModelSource::Gguf { text, .. } => {
+            let mut file = std::fs::File::open(text).map_err(|e| Error::io(text, e))?;
+            let content = candle_core::quantized::gguf_file::Content::read(&mut file)
+                .map_err(|e| Error::model_file(text, e.to_string()))?;
+            tokenizer_from_gguf(&content, text)
+        }
+    }
+}
+
+/// The view the grammar and the turn are built from: a window of `n` buttons.
+pub fn bench_view(n: usize) -> PlanningView {
+    let screen = PlanningScreen {
+        active_app: "Settings".into(),
+        window: "Preferences".into(),
+        summary: None,
+        url: None,
+    };
+    let elements = (0..n)
+        .map(|i| PlanningElement {
+            id: format!("e{i}"),
+            element_type: "button".into(),
+            label: Some(format!("Option {i}")),
+            value: None,
+            state: PlanningElementState::default(),
+            clickable: true,
+            settable: false,
+            select_options: None,
+        })
+        .collect();
+    crate::view::view_of("Open the display settings", screen, elements)
+}
+
+/// A deterministic 1920×1080 RGB screenshot (a window with a title bar, panels and a
+/// grid of buttons), PNG-encoded; `variant` changes a few pixels so that turns that
+/// should not reuse the encoded image get a different one.
+pub fn synthetic_screenshot(width: u32, height: u32, variant: u32) -> Result<Vec<u8>> {
+    let img = image::RgbImage::from_fn(width, height, |x, y| {
+        let bar = y < 40;
+        let panel = x < width / 5;
+        let button = !bar && !panel && (x / 160) % 2 == 0 && (y / 60) % 3 == 1;
+        let base: [u8; 3] = if bar {
+            [40, 44, 52]
+        } else if panel {
+            [230, 232, 236]
+        } else if button {
+            [66, 133, 244]
+        } else {
+            [250, 250, 250]
+        };
+        let noise =
+            ((x.wrapping_mul(31) ^ y.wrapping_mul(17) ^ variant.wrapping_mul(101)) % 7) as u8;
+        image::Rgb([
+            base[0].saturating_sub(noise),
+            base[1].saturating_sub(noise),
+            base[2],
+        ])
+    });
+    let mut out = std::io::Cursor::new(Vec::new());
+    img.write_to(&mut out, image::ImageFormat::Png)
+        .map_err(|e| Error::InvalidInput(format!("encoding the screenshot: {e}")))?;
+    Ok(out.into_inner())
+}
+
+/// A loaded model and the state the stages share.
+pub struct StageBench {
+    model: Qwen3Vl,
+    tokenizer: Tokenizer,
+    source: ModelSource,
+    options: StageOptions,
+    prompt: Vec<u32>,
+    decode_step_ms: Option<f64>,
+}
+
+impl std::fmt::Debug for StageBench {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StageBench")
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StageBench {
+    /// Load the model (timed, with memory read before and after) and its tokenizer.
+    pub fn load(source: &ModelSource, options: &StageOptions) -> Result<(Self, LoadResult)> {
+        if options.repeat == 0 || options.prompt_tokens == 0 || options.gen_tokens == 0 {
+            return Err(Error::InvalidInput(
+                "repeat, prompt tokens and generated tokens must be at least 1".into(),
+            ));
+        }
+        let peak_reset = reset_peak_rss();
+        let t = Instant::now();
+        let model = Qwen3Vl::load(&LoadOptions {
+            source: source.clone(),
+            quantize: options.quantize,
+            device: Device::Cpu,
+            dtype: None,
+        })?;
+        let load_ms = ms(t.elapsed());
+        let mem = memory_sample().unwrap_or_default();
+        let tokenizer = tokenizer_for(source)?;
+        model.check_tokenizer(&tokenizer)?;
+        // A fixed pseudo-random prompt of ordinary tokens (splitmix64).
+        let mut state = options.seed;
+        let prompt = (0..options.prompt_tokens)
+            .map(|_| {
+                state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                let mut z = state;
+                z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                ((z ^ (z >> 31)) % ORDINARY_TOKENS as u64) as u32
+            })
+            .collect();
+        Ok((
+            StageBench {
+                model,
+                tokenizer,
+                source: source.clone(),
+                options: options.clone(),
+                prompt,
+                decode_step_ms: None,
+            },
+            LoadResult {
+                load_ms,
+                rss_after_load_bytes: mem.rss_bytes,
+                peak_rss_load_bytes: mem.peak_rss_bytes,
+                peak_reset,
+            },
+        ))
+    }
+
+    /// The loaded model.
+    pub fn model(&self) -> &Qwen3Vl {
+        &self.model
+    }
+
+    /// KV-cache bytes at the longest context the stages use (prompt + generated tokens).
+    pub fn kv_cache_bytes(&self) -> u64 {
+        kv_cache_bytes(
+            &self.model,
+            self.options.prompt_tokens + self.options.gen_tokens,
+        )
+    }
+
+    /// Preprocess and encode `png` `repeat` times.
+    pub fn vision(&mut self, png: &[u8]) -> Result<VisionResult> {
+        let cfg = PreprocessConfig::default()
+            .with_max_tokens(self.options.max_visual_tokens)
+            .with_threads(self.options.threads);
+        let (w, h) = image::ImageReader::new(std::io::Cursor::new(png))
+            .with_guessed_format()
+            .ok()
+            .and_then(|r| r.into_dimensions().ok())
+            .ok_or_else(|| Error::Image("the bench screenshot is not a readable image".into()))?;
+        let mut pre = Vec::new();
+        let mut enc = Vec::new();
+        let mut tokens = 0;
+        let mut patches = 0;
+        for _ in 0..self.options.repeat {
+            let t = Instant::now();
+            let pixels = preprocess_bytes(png, &cfg)?;
+            pre.push(ms(t.elapsed()));
+            let t = Instant::now();
+            let encoded = self.model.encode_image(&pixels)?;
+            enc.push(ms(t.elapsed()));
+            tokens = encoded.n_tokens();
+            patches = pixels.grid_thw.iter().product();
+        }
+        Ok(VisionResult {
+            image_width: w,
+            image_height: h,
+            visual_token_budget: self.options.max_visual_tokens,
+            visual_tokens: tokens,
+            patches,
+            preprocess_ms: median(&pre),
+            encode_ms: median(&enc),
+            encode_samples_ms: enc,
+        })
+    }
+
+    /// Prefill the prompt into an empty cache, `repeat` times.
+    pub fn prefill(&mut self) -> Result<PrefillResult> {
+        let mut samples = Vec::new();
+        let mut times = Vec::new();
+        for _ in 0..self.options.repeat {
+            self.model.truncate(0)?;
+            let t = Instant::now();
+            let logits = self.model.feed(&self.prompt, &[])?;
+            let _host: Vec<f32> = logits.to_vec1()?;
+            let secs = t.elapsed().as_secs_f64();
+            times.push(secs * 1e3);
+            samples.push(self.prompt.len() as f64 / secs);
+        }
+        Ok(PrefillResult {
+            tokens: self.prompt.len(),
+            ms: median(&times),
+            tokens_per_s: median(&samples),
+            samples_tokens_per_s: samples,
+        })
+    }
+
+    /// Logits of the prompt's last position with the cache holding the prompt, computing
+    /// only what is missing.
+    fn prompt_logits(&mut self) -> Result<candle_core::Tensor> {
+        let n = self.prompt.len();
+        if self.model.cache_len() < n {
+            self.model.truncate(0)?;
+            if n > 1 {
+                self.model.feed(&self.prompt[..n - 1], &[])?;
+            }
+        } else {
+            self.model.truncate(n - 1)?;
+        }
+        self.model.feed(&self.prompt[n - 1..], &[])
+    }
+
+    /// `gen_tokens` single-token greedy steps after the prompt, `repeat` times.
+    pub fn decode(&mut self) -> Result<DecodeResult> {
+        let mut samples = Vec::new();
+        let mut steps = Vec::new();
+        for _ in 0..self.options.repeat {
+            let mut logits = self.prompt_logits()?;
+            let t = Instant::now();
+            for _ in 0..self.options.gen_tokens {
+                let s = Instant::now();
+                let next = logits.argmax(0)?.to_scalar::<u32>()?;
+                logits = self.model.feed(&[next], &[])?;
+                let _host: Vec<f32> = logits.to_vec1()?;
+                steps.push(ms(s.elapsed()));
+            }
+            samples.push(self.options.gen_tokens as f64 / t.elapsed().as_secs_f64());
+        }
+        let step_ms = median(&steps);
+        self.decode_step_ms = Some(step_ms);
+        Ok(DecodeResult {
+            tokens: self.options.gen_tokens,
+            context_tokens: self.prompt.len(),
+            step_ms,
+            tokens_per_s: median(&samples),
+            samples_tokens_per_s: samples,
+        })
+    }
+
+    /// A grammar-constrained decode of a move after the prompt, `repeat` times, with the
+    /// grammar built from a view of `view_elements` buttons.
+    pub fn grammar(&mut self, view_elements: usize) -> Result<GrammarResult> {
+        let t = Instant::now();
+        let env = TokenEnv::from_tokenizer(&self.tokenizer, self.model.vocab_size())?;
+        let token_env_ms = ms(t.elapsed());
+        let view = bench_view(view_elements);
+        let t = Instant::now();
+        let spec = MoveSpec::new(&view, &GrammarOptions::default())?;
+        let grammar = Grammar::for_move(&env, &spec, GrammarEngine::Lark)?;
+        let compile_ms = ms(t.elapsed());
+        let mut per_token = Vec::new();
+        let mut masks = Vec::new();
+        let mut last = None;
+        for _ in 0..self.options.repeat {
+            let logits = self.prompt_logits()?;
+            let out = decode_move(
+                &mut self.model,
+                &logits,
+                &grammar,
+                &DecodeOptions::default(),
+            )?;
+            let s = &out.decoded.stats;
+            per_token.push(s.grammar_time().as_secs_f64() * 1e6 / s.tokens.max(1) as f64);
+            masks.extend(s.mask_times.iter().map(|d| d.as_secs_f64() * 1e6));
+            last = Some(out);
+        }
+        let out = last.ok_or_else(|| Error::InvalidInput("repeat is 0".into()))?;
+        let s = &out.decoded.stats;
+        masks.sort_by(|a, b| a.total_cmp(b));
+        let p99 = masks
+            .get(((masks.len() as f64 * 0.99).ceil() as usize).saturating_sub(1))
+            .copied()
+            .unwrap_or(0.0);
+        let per_token_us = median(&per_token);
+        let step_us = self.decode_step_ms.unwrap_or(f64::NAN) * 1e3;
+        Ok(GrammarResult {
+            token_env_ms,
+            compile_ms,
+            view_elements,
+            tokens: s.tokens,
+            forced_tokens: s.forced_tokens,
+            forced_share: s.forced_share(),
+            forward_calls: s.forward_calls,
+            per_token_us,
+            mask_p50_us: median(&masks),
+            mask_p99_us: p99,
+            ratio_to_decode_step: per_token_us / step_us,
+            next_move: serde_json::to_string(&out.next_move).unwrap_or_default(),
+        })
+    }
+
+    /// Hand the model to a [`LocalPlanner`] and run `repeat` whole `decide_next` turns on
+    /// screenshots made by `screenshot(i)` (each different, so each turn encodes its
+    /// image; the system prompt is prefilled by the first turn only).
+    pub fn turns(self, mut screenshot: impl FnMut(usize) -> Result<Vec<u8>>) -> Result<TurnResult> {
+        let preprocess = match &self.source {
+            ModelSource::Safetensors { dir } => PreprocessConfig::for_model_dir(dir)?,
+            ModelSource::Gguf { .. } => PreprocessConfig::default(),
+        }
+        .with_threads(self.options.threads);
+        let mut options = PlannerOptions::new(self.source.clone());
+        options.max_visual_tokens = Some(self.options.max_visual_tokens);
+        let repeat = self.options.repeat;
+        let mut model = self.model;
+        model.truncate(0)?;
+        let planner =
+            LocalPlanner::from_parts(Box::new(model), self.tokenizer, preprocess, &options)?;
+        let view = bench_view(20);
+        let memory = serde_json::Value::Null;
+        let mut stats = Vec::new();
+        for i in 0..repeat {
+            let png = screenshot(i)?;
+            let (_mv, s) = planner.plan(&Turn {
+                goal: &view.goal,
+                history: &[],
+                shared_memory: &memory,
+                view: &view,
+                screenshot: Some(&png),
+            })?;
+            stats.push(s);
+        }
+        let totals: Vec<f64> = stats.iter().map(|s| ms(s.total)).collect();
+        let mut order: Vec<usize> = (0..stats.len()).collect();
+        order.sort_by(|&a, &b| totals[a].total_cmp(&totals[b]));
+        let mid = order[order.len() / 2];
+        Ok(TurnResult {
+            turns: stats.len(),
+            first_total_ms: totals[0],
+            total_ms: median(&totals),
+            median_turn: TurnBreakdown::from(&stats[mid]),
+        })
+    }
+}
+
+/// Whether `path` names an existing GGUF file (by its magic).
+pub fn is_gguf(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && &magic == b"GGUF"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median(&[]), 0.0);
+    }
+
+    #[test]
+    fn memory_sample_reads_proc_status() {
+        if let Some(m) = memory_sample() {
+            assert!(m.rss_bytes > 0 && m.peak_rss_bytes >= m.rss_bytes);
+        }
+    }
+}
