@@ -34,16 +34,14 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use candle_core::quantized::gguf_file;
 use tokenizers::Tokenizer;
 use toktrie::SimpleVob;
 
 use crate::decode::{Sampler, Sampling};
 use crate::error::{Error, Result};
 use crate::image::{preprocess_bytes, PreprocessConfig};
-use crate::model::weights::ModelSource;
 use crate::model::{EncodedImage, VisionLanguageModel};
-use crate::tokenizer::{load_tokenizer, tokenizer_from_gguf, SpecialTokens};
+use crate::tokenizer::SpecialTokens;
 
 /// Tokens generated when the caller does not say.
 pub const DEFAULT_MAX_TOKENS: usize = 128;
@@ -424,48 +422,6 @@ impl<'a> TextStream<'a> {
         self.released
     }
 }
-
-/// The tokenizer of the model at `source`, found as [`LocalPlanner`](crate::planner::LocalPlanner)
-/// finds it: `tokenizer.json` (or `.json.gz`) in a safetensors directory; the tokenizer a
-/// GGUF file carries, else a `tokenizer.json` beside the GGUF.
-pub fn model_tokenizer(source: &ModelSource) -> Result<Tokenizer> {
-    let dir = match source {
-        ModelSource::Safetensors { dir } => dir.clone(),
-        ModelSource::Gguf { text, .. } => {
-            let mut file = std::fs::File::open(text).map_err(|e| Error::io(text, e))?;
-            let content = gguf_file::Content::read(&mut file)
-                .map_err(|e| Error::model_file(text, format!("not a readable GGUF file: {e}")))?;
-            if content.metadata.contains_key("tokenizer.ggml.tokens") {
-                return tokenizer_from_gguf(&content, text);
-            }
-            text.parent().map(Path::to_path_buf).unwrap_or_default()
-        }
-    };
-    TOKENIZER_FILES
-        .iter()
-        .map(|name| dir.join(name))
-        .find(|path| path.is_file())
-        .map(|path| load_tokenizer(&path))
-        .unwrap_or_else(|| {
-            Err(Error::Tokenizer(format!(
-                "no tokenizer.json or tokenizer.json.gz in {}",
-                dir.display()
-            )))
-        })
-}
-
-/// The image preprocessing of the model at `source`, as the planner sets it: a
-/// safetensors directory's `preprocessor_config.json` when present, else Sightline's
-/// defaults (GGUF files carry none).
-pub fn model_preprocess(source: &ModelSource) -> Result<PreprocessConfig> {
-    match source {
-        ModelSource::Safetensors { dir } => PreprocessConfig::for_model_dir(dir),
-        ModelSource::Gguf { .. } => Ok(PreprocessConfig::default()),
-    }
-}
-
-/// Tokenizer file names looked for beside a model, in order.
-const TOKENIZER_FILES: [&str; 2] = ["tokenizer.json", "tokenizer.json.gz"];
 
 impl Generation {
     /// Write the logits rows and the token ids to a safetensors file `path`, for another

@@ -12,10 +12,7 @@ use std::process::{Command, Output};
 use anyhow::{ensure, Context, Result};
 use candle_core::{DType, Device, Tensor};
 use model_support::{fixtures, load, Golden, Variant};
-use sightline::generate::{
-    model_preprocess, model_tokenizer, ChatGenerator, ChatRequest, GenerateOptions, StopReason,
-    TextStream,
-};
+use sightline::generate::{ChatGenerator, ChatRequest, GenerateOptions, StopReason, TextStream};
 use sightline::image::PreprocessConfig;
 use sightline::{EncodedImage, ModelSource, PreprocessedImage, VisionLanguageModel};
 
@@ -439,11 +436,7 @@ fn chat_prompt_ids_equal_the_goldens_for_text_and_image_prompts() -> Result<()> 
     let source = ModelSource::Safetensors {
         dir: fixtures().join("tiny-b"),
     };
-    let generator = ChatGenerator::new(
-        model_tokenizer(&source)?,
-        model_preprocess(&source)?,
-        151_936,
-    )?;
+    let generator = ChatGenerator::new(source.tokenizer()?, source.preprocess_config()?, 151_936)?;
     let text_ids = Golden::load("tiny-b", "text")?.input_ids()?;
     ensure!(generator.prompt_ids(TEXT_PROMPT, None)? == text_ids);
     for case in model_support::IMAGE_CASES {
@@ -462,11 +455,7 @@ fn chat_prompt_ids_equal_the_goldens_for_text_and_image_prompts() -> Result<()> 
         text: fixtures().join("tiny-b/tiny-b-q8_0.gguf"),
         mmproj: fixtures().join("tiny-b/mmproj-tiny-b-q8_0.gguf"),
     };
-    let from_gguf = ChatGenerator::new(
-        model_tokenizer(&gguf)?,
-        PreprocessConfig::default(),
-        151_936,
-    )?;
+    let from_gguf = ChatGenerator::new(gguf.tokenizer()?, PreprocessConfig::default(), 151_936)?;
     ensure!(from_gguf.prompt_ids(TEXT_PROMPT, None)? == text_ids);
     Ok(())
 }
@@ -528,11 +517,7 @@ fn generation_stops_at_im_end_never_samples_padding_ids_and_keeps_one_row_per_fe
     let source = ModelSource::Safetensors {
         dir: fixtures().join("tiny-a"),
     };
-    let generator = ChatGenerator::new(
-        model_tokenizer(&source)?,
-        PreprocessConfig::default(),
-        WIDTH,
-    )?;
+    let generator = ChatGenerator::new(source.tokenizer()?, PreprocessConfig::default(), WIDTH)?;
     let hello = generator.prompt_ids("x", None)?;
     let words = generator
         .tokenizer()

@@ -24,7 +24,6 @@ use crate::model::qwen3_vl::Qwen3Vl;
 use crate::model::weights::{LoadOptions, ModelSource};
 use crate::model::VisionLanguageModel;
 use crate::planner::{LocalPlanner, PlannerOptions, Turn, TurnStats};
-use crate::tokenizer::{load_tokenizer, tokenizer_from_gguf};
 
 /// Ids below this are ordinary BPE tokens in every Qwen vocabulary (the specials follow).
 const ORDINARY_TOKENS: u32 = 151_643;
@@ -277,28 +276,6 @@ impl From<&TurnStats> for TurnBreakdown {
     }
 }
 
-/// The tokenizer that belongs to a model's files: the GGUF's own vocabulary, or the
-/// directory's `tokenizer.json` (or `.json.gz`).
-pub fn tokenizer_for(source: &ModelSource) -> Result<Tokenizer> {
-    match source {
-        ModelSource::Safetensors { dir } => {
-            let json = dir.join("tokenizer.json");
-            let path = if json.is_file() {
-                json
-            } else {
-                dir.join("tokenizer.json.gz")
-            };
-            load_tokenizer(&path)
-        }
-        ModelSource::Gguf { text, .. } => {
-            let mut file = std::fs::File::open(text).map_err(|e| Error::io(text, e))?;
-            let content = candle_core::quantized::gguf_file::Content::read(&mut file)
-                .map_err(|e| Error::model_file(text, e.to_string()))?;
-            tokenizer_from_gguf(&content, text)
-        }
-    }
-}
-
 /// The view the grammar and the turn are built from: a window of `n` buttons.
 pub fn bench_view(n: usize) -> PlanningView {
     let screen = PlanningScreen {
@@ -389,7 +366,7 @@ impl StageBench {
         })?;
         let load_ms = ms(t.elapsed());
         let mem = memory_sample().unwrap_or_default();
-        let tokenizer = tokenizer_for(source)?;
+        let tokenizer = source.tokenizer()?;
         model.check_tokenizer(&tokenizer)?;
         // A fixed pseudo-random prompt of ordinary tokens (splitmix64).
         let mut state = options.seed;
@@ -588,11 +565,10 @@ impl StageBench {
     /// screenshots made by `screenshot(i)` (each different, so each turn encodes its
     /// image; the system prompt is prefilled by the first turn only).
     pub fn turns(self, mut screenshot: impl FnMut(usize) -> Result<Vec<u8>>) -> Result<TurnResult> {
-        let preprocess = match &self.source {
-            ModelSource::Safetensors { dir } => PreprocessConfig::for_model_dir(dir)?,
-            ModelSource::Gguf { .. } => PreprocessConfig::default(),
-        }
-        .with_threads(self.options.threads);
+        let preprocess = self
+            .source
+            .preprocess_config()?
+            .with_threads(self.options.threads);
         let mut options = PlannerOptions::new(self.source.clone());
         options.max_visual_tokens = Some(self.options.max_visual_tokens);
         let repeat = self.options.repeat;

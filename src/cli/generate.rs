@@ -9,8 +9,8 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use sightline::decode::Sampling;
 use sightline::generate::{
-    model_preprocess, model_tokenizer, ChatGenerator, ChatRequest, GenerateOptions, Generation,
-    StopReason, TextStream, DEFAULT_MAX_TOKENS,
+    ChatGenerator, ChatRequest, GenerateOptions, Generation, StopReason, TextStream,
+    DEFAULT_MAX_TOKENS,
 };
 use sightline::model::weights::LoadOptions;
 use sightline::{Qwen3Vl, VisionLanguageModel};
@@ -119,9 +119,9 @@ fn generate_inner(args: &GenerateArgs) -> Result<()> {
         device: device.clone(),
         dtype: None,
     })?;
-    let tokenizer = model_tokenizer(&options.source)?;
+    let tokenizer = options.source.tokenizer()?;
     model.check_tokenizer(&tokenizer)?;
-    let mut preprocess = model_preprocess(&options.source)?;
+    let mut preprocess = options.source.preprocess_config()?;
     if let Some(tokens) = options.max_visual_tokens {
         preprocess = preprocess.with_max_tokens(tokens);
     }

@@ -27,8 +27,12 @@ use candle_core::quantized::{gguf_file, GgmlDType, QMatMul, QTensor};
 use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{DType, Device, Module, Tensor};
 
+use tokenizers::Tokenizer;
+
 use crate::error::{Error, Result};
+use crate::image::PreprocessConfig;
 use crate::model::qwen3_vl::config::{GgufMeta, GgufTensorFacts, Qwen3VlConfig};
+use crate::tokenizer::{load_tokenizer, tokenizer_from_gguf};
 
 /// Where a model's files are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +50,48 @@ pub enum ModelSource {
         /// The vision projector (architecture `clip`).
         mmproj: PathBuf,
     },
+}
+
+impl ModelSource {
+    /// The tokenizer that belongs to these files: `tokenizer.json` (or `.json.gz`) in a
+    /// safetensors directory; the vocabulary a GGUF file carries, else a `tokenizer.json`
+    /// beside the GGUF (official GGUF repos ship none, converted files carry one).
+    pub fn tokenizer(&self) -> Result<Tokenizer> {
+        let dir = match self {
+            ModelSource::Safetensors { dir } => dir.clone(),
+            ModelSource::Gguf { text, .. } => {
+                let mut file = std::fs::File::open(text).map_err(|e| Error::io(text, e))?;
+                let content = gguf_file::Content::read(&mut file).map_err(|e| {
+                    Error::model_file(text, format!("not a readable GGUF file: {e}"))
+                })?;
+                if content.metadata.contains_key("tokenizer.ggml.tokens") {
+                    return tokenizer_from_gguf(&content, text);
+                }
+                text.parent().map(Path::to_path_buf).unwrap_or_default()
+            }
+        };
+        ["tokenizer.json", "tokenizer.json.gz"]
+            .iter()
+            .map(|name| dir.join(name))
+            .find(|path| path.is_file())
+            .map(|path| load_tokenizer(&path))
+            .unwrap_or_else(|| {
+                Err(Error::Tokenizer(format!(
+                    "no tokenizer.json or tokenizer.json.gz in {}",
+                    dir.display()
+                )))
+            })
+    }
+
+    /// The image preprocessing these files ask for: a safetensors directory's
+    /// `preprocessor_config.json` when present, else Sightline's defaults (GGUF files carry
+    /// none).
+    pub fn preprocess_config(&self) -> Result<PreprocessConfig> {
+        match self {
+            ModelSource::Safetensors { dir } => PreprocessConfig::for_model_dir(dir),
+            ModelSource::Gguf { .. } => Ok(PreprocessConfig::default()),
+        }
+    }
 }
 
 /// How to load a model.

@@ -40,7 +40,6 @@ use crate::model::{EncodedImage, VisionLanguageModel};
 use crate::planner::clarify::clarify_question;
 use crate::planner::grader::GraderHead;
 use crate::planner::prompt::{PromptRenderer, TaskInput};
-use crate::tokenizer::{load_tokenizer, tokenizer_from_gguf};
 
 /// Where the model runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -234,29 +233,8 @@ impl LocalPlanner {
             device: device.clone(),
             dtype: None,
         })?;
-        let (tokenizer, preprocess) = match &options.source {
-            ModelSource::Safetensors { dir } => {
-                let json = dir.join("tokenizer.json");
-                let path = if json.is_file() {
-                    json
-                } else {
-                    dir.join("tokenizer.json.gz")
-                };
-                (
-                    load_tokenizer(&path)?,
-                    PreprocessConfig::for_model_dir(dir)?,
-                )
-            }
-            ModelSource::Gguf { text, .. } => {
-                let mut file = std::fs::File::open(text).map_err(|e| Error::io(text, e))?;
-                let content = candle_core::quantized::gguf_file::Content::read(&mut file)
-                    .map_err(|e| Error::model_file(text, e.to_string()))?;
-                (
-                    tokenizer_from_gguf(&content, text)?,
-                    PreprocessConfig::default(),
-                )
-            }
-        };
+        let tokenizer = options.source.tokenizer()?;
+        let preprocess = options.source.preprocess_config()?;
         model.check_tokenizer(&tokenizer)?;
         let quant = match options.quantize {
             Some(q) => format!("{q:?} (quantized at load)"),
