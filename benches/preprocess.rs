@@ -62,6 +62,17 @@ fn synthetic_screenshot() -> RgbImage {
     img
 }
 
+/// [`synthetic_screenshot`] as PNG bytes: the input of a turn.
+pub fn synthetic_png() -> Vec<u8> {
+    let mut png = std::io::Cursor::new(Vec::new());
+    // Invariant: encoding an in-memory RGB image to an in-memory buffer cannot fail.
+    #[allow(clippy::unwrap_used)]
+    synthetic_screenshot()
+        .write_to(&mut png, ImageFormat::Png)
+        .unwrap();
+    png.into_inner()
+}
+
 /// Registers the preprocessing benches.
 pub fn bench(c: &mut Criterion) {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
@@ -78,11 +89,7 @@ pub fn bench(c: &mut Criterion) {
     );
 
     let rgb = synthetic_screenshot();
-    let mut png = std::io::Cursor::new(Vec::new());
-    // Invariant: encoding an in-memory RGB image to an in-memory buffer cannot fail.
-    #[allow(clippy::unwrap_used)]
-    rgb.write_to(&mut png, ImageFormat::Png).unwrap();
-    let png = png.into_inner();
+    let png = synthetic_png();
     let cfg = PreprocessConfig::default().with_max_tokens(1280);
     eprintln!(
         "1920×1080 PNG: {} KiB; target {:?}, {} tokens",
