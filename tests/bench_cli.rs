@@ -131,6 +131,7 @@ fn compare_llama_cpp_on_safetensors_says_it_needs_gguf() -> Result<()> {
             "--quantize",
             "q8_0",
             "--no-turn",
+            "--no-vision",
             "--json",
             "--compare-llama-cpp",
         ],
@@ -144,5 +145,6 @@ fn compare_llama_cpp_on_safetensors_says_it_needs_gguf() -> Result<()> {
     let why = json["llama_cpp"]["skipped"].as_str().unwrap_or_default();
     ensure!(why.contains("GGUF"), "{json:#}");
     ensure!(json["model"]["quantize"] == "Q8_0");
+    ensure!(json["vision"].is_null() && json["prefill"]["tokens_per_s"].as_f64() > Some(0.0));
     Ok(())
 }

@@ -4,7 +4,7 @@
 mod model_support;
 
 use anyhow::{ensure, Result};
-use candle_core::{DType, Device, IndexOp};
+use candle_core::{DType, IndexOp};
 use model_support::{argmax, cosine, fixtures, screen, Golden};
 use sightline::{LoadOptions, ModelSource, Qwen3Vl, VisionLanguageModel};
 
@@ -20,12 +20,10 @@ fn half_precision_activations_track_the_reference() -> Result<()> {
     for dtype in [DType::BF16, DType::F16] {
         for name in ["tiny-a", "tiny-b"] {
             let mut model = Qwen3Vl::load(&LoadOptions {
-                source: ModelSource::Safetensors {
-                    dir: fixtures().join(name),
-                },
-                quantize: None,
-                device: Device::Cpu,
                 dtype: Some(dtype),
+                ..LoadOptions::new(ModelSource::Safetensors {
+                    dir: fixtures().join(name),
+                })
             })?;
             let golden = Golden::load(name, "ui_exact")?;
             let ids = golden.input_ids()?;

@@ -132,12 +132,10 @@ fn decode_and_prefill_speed_on_a_synthetic_mid_size_model() -> Result<()> {
     synthetic_model(dir.path())?;
     for q in [GgmlDType::Q8_0, GgmlDType::Q4K] {
         let mut model = Qwen3Vl::load(&LoadOptions {
-            source: ModelSource::Safetensors {
-                dir: dir.path().to_path_buf(),
-            },
             quantize: Some(q),
-            device: Device::Cpu,
-            dtype: None,
+            ..LoadOptions::new(ModelSource::Safetensors {
+                dir: dir.path().to_path_buf(),
+            })
         })?;
         // The LM head alone, the floor of a decode step at this vocabulary width.
         let head = candle_core::quantized::QTensor::quantize(

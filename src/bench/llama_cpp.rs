@@ -98,6 +98,8 @@ pub struct LlamaBenchTest {
     pub n_prompt: u64,
     /// Generated tokens (decode test when `n_prompt` is 0).
     pub n_gen: u64,
+    /// Tokens in the context before the test (`-d`; 0 for builds without it).
+    pub n_depth: u64,
     /// Threads used.
     pub n_threads: u64,
     /// Mean tokens per second.
@@ -158,6 +160,7 @@ pub fn parse_llama_bench_json(stdout: &str) -> Result<LlamaBenchOutput> {
             Ok(LlamaBenchTest {
                 n_prompt: num(t, "n_prompt")? as u64,
                 n_gen: num(t, "n_gen")? as u64,
+                n_depth: num(t, "n_depth").unwrap_or(0.0) as u64,
                 n_threads: num(t, "n_threads")? as u64,
                 avg_ts: num(t, "avg_ts")?,
                 stddev_ts: num(t, "stddev_ts").unwrap_or(0.0),
@@ -301,12 +304,15 @@ fn run_with_timeout(mut cmd: Command, timeout: Duration) -> Result<(String, Stri
     Ok((stdout, stderr))
 }
 
-/// Run `llama-bench` for one prefill (`-p prompt -n 0`) or decode (`-p 0 -n gen`) test.
+/// Run `llama-bench` for one prefill (`-p prompt -n 0`) or decode (`-p 0 -n gen`) test,
+/// after `depth` tokens already in the context (`-d`: a decode measured after a prompt,
+/// as ours is, pays for attention over that prompt).
 pub fn run_llama_bench(
     tool: &Path,
     model: &Path,
     prompt: usize,
     gen: usize,
+    depth: usize,
     run: &LlamaRun,
 ) -> Result<LlamaBenchOutput> {
     let mut cmd = Command::new(tool);
@@ -315,6 +321,7 @@ pub fn run_llama_bench(
         .args(["-t", &run.threads.to_string()])
         .args(["-p", &prompt.to_string()])
         .args(["-n", &gen.to_string()])
+        .args(["-d", &depth.to_string()])
         .args(["-r", &run.repeat.to_string()])
         .args(["-o", "json"]);
     let (stdout, _) = run_with_timeout(cmd, run.timeout)?;
@@ -388,6 +395,7 @@ mod tests {
     "n_threads": 2,
     "n_prompt": 0,
     "n_gen": 64,
+    "n_depth": 512,
     "avg_ns": 5000000000,
     "stddev_ns": 1000,
     "avg_ts": 12.8,
@@ -402,6 +410,8 @@ mod tests {
         assert_eq!(out.prefill_ts(512), Some(73.142857));
         assert_eq!(out.decode_ts(64), Some(12.8));
         assert_eq!(out.decode_ts(128), None);
+        // Builds before `-d` print no depth.
+        assert_eq!((out.tests[0].n_depth, out.tests[1].n_depth), (0, 512));
         assert_eq!(out.cpu_info, "Intel(R) Xeon(R) Platinum 8481C");
         assert_eq!(out.backends, "CPU");
         assert!(parse_llama_bench_json("[{\"n_prompt\": 1}]").is_err());

@@ -325,7 +325,7 @@ impl BenchReport {
         if let Some(d) = &self.decode {
             row(
                 &mut s,
-                &format!("decode {} tok", d.tokens),
+                &format!("decode {} tok @ {}", d.tokens, d.context_tokens),
                 format!("{:.2} tok/s", d.tokens_per_s),
                 lc.and_then(|c| c.decode.as_ref())
                     .and_then(|o| o.decode_ts(d.tokens as u64))

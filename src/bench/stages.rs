@@ -10,7 +10,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use candle_core::quantized::GgmlDType;
-use candle_core::Device;
 use cel_contracts::{PlanningElement, PlanningElementState, PlanningScreen, PlanningView};
 use serde::Serialize;
 use tokenizers::Tokenizer;
@@ -111,6 +110,8 @@ pub struct StageOptions {
     pub quantize: Option<GgmlDType>,
     /// Seed of the prompt tokens.
     pub seed: u64,
+    /// Load with [`LoadOptions::exact_weights`].
+    pub exact_weights: bool,
 }
 
 impl Default for StageOptions {
@@ -123,6 +124,7 @@ impl Default for StageOptions {
             threads: 1,
             quantize: None,
             seed: 7,
+            exact_weights: false,
         }
     }
 }
@@ -359,10 +361,9 @@ impl StageBench {
         let peak_reset = reset_peak_rss();
         let t = Instant::now();
         let model = Qwen3Vl::load(&LoadOptions {
-            source: source.clone(),
             quantize: options.quantize,
-            device: Device::Cpu,
-            dtype: None,
+            exact_weights: options.exact_weights,
+            ..LoadOptions::new(source.clone())
         })?;
         let load_ms = ms(t.elapsed());
         let mem = memory_sample().unwrap_or_default();

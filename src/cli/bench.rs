@@ -53,6 +53,14 @@ pub struct BenchArgs {
     /// Visual-token budget of the screenshot.
     #[arg(long, default_value_t = 1280)]
     pub max_visual_tokens: usize,
+    /// Skip the vision-encode measurement (ours and llama-mtmd-cli's): on a few CPU
+    /// cores one 1,280-token encode takes minutes.
+    #[arg(long)]
+    pub no_vision: bool,
+    /// Compute with every matrix in its stored type (no Q6_K → Q8_0 requantization on
+    /// VNNI CPUs), as llama.cpp does.
+    #[arg(long)]
+    pub exact_weights: bool,
     /// Skip the whole-turn measurement.
     #[arg(long)]
     pub no_turn: bool,
@@ -256,6 +264,7 @@ fn run(args: &BenchArgs) -> Result<()> {
             None
         },
         seed: 7,
+        exact_weights: args.exact_weights,
     };
 
     // llama.cpp: only on a GGUF pair; the tools alternate with our stages below.
@@ -294,10 +303,14 @@ fn run(args: &BenchArgs) -> Result<()> {
     let kv = stages.kv_cache_bytes();
     let memory_check = MemoryCheck::new(model_report.file_bytes, kv, load.peak_rss_load_bytes);
 
-    note(args.json, "vision encode");
-    let vision = stages.vision(&png)?;
-    if let (Some(report), Some(tools), ModelSource::Gguf { text, mmproj }) =
-        (llama.as_mut(), tools.as_ref(), &source)
+    let vision = if args.no_vision {
+        None
+    } else {
+        note(args.json, "vision encode");
+        Some(stages.vision(&png)?)
+    };
+    if let (Some(vision), Some(report), Some(tools), ModelSource::Gguf { text, mmproj }) =
+        (&vision, llama.as_mut(), tools.as_ref(), &source)
     {
         if let Some(tool) = &tools.mtmd_cli {
             note(args.json, "llama.cpp: llama-mtmd-cli");
@@ -342,7 +355,7 @@ fn run(args: &BenchArgs) -> Result<()> {
     let bench_tool = tools.as_ref().and_then(|t| t.bench.clone());
     if let (Some(report), Some(tool), Some(text)) = (llama.as_mut(), &bench_tool, &text_gguf) {
         note(args.json, "llama.cpp: llama-bench prefill");
-        match run_llama_bench(tool, text, args.prompt_tokens, 0, &lrun) {
+        match run_llama_bench(tool, text, args.prompt_tokens, 0, 0, &lrun) {
             Ok(out) => {
                 report.prefill_ratio = out
                     .prefill_ts(args.prompt_tokens as u64)
@@ -357,7 +370,7 @@ fn run(args: &BenchArgs) -> Result<()> {
     let decode = stages.decode()?;
     if let (Some(report), Some(tool), Some(text)) = (llama.as_mut(), &bench_tool, &text_gguf) {
         note(args.json, "llama.cpp: llama-bench decode");
-        match run_llama_bench(tool, text, 0, args.gen_tokens, &lrun) {
+        match run_llama_bench(tool, text, 0, args.gen_tokens, decode.context_tokens, &lrun) {
             Ok(out) => {
                 report.decode_ratio = out
                     .decode_ts(args.gen_tokens as u64)
@@ -404,7 +417,7 @@ fn run(args: &BenchArgs) -> Result<()> {
         },
         load,
         memory_check,
-        vision: Some(vision),
+        vision,
         prefill: Some(prefill),
         decode: Some(decode),
         grammar,

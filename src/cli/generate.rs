@@ -61,6 +61,10 @@ pub struct GenerateArgs {
     /// prompt_len - 1 + i of `tokens`.
     #[arg(long)]
     pub dump_logits: Option<PathBuf>,
+    /// Compute with every matrix in its stored type: no Q6_K → Q8_0 requantization on
+    /// VNNI CPUs (for comparing logits with another implementation of the same file).
+    #[arg(long)]
+    pub exact_weights: bool,
 }
 
 fn parse_temperature(s: &str) -> Result<f32, String> {
@@ -114,10 +118,10 @@ fn generate_inner(args: &GenerateArgs) -> Result<()> {
     let device = options.device.resolve()?;
     let started = Instant::now();
     let mut model = Qwen3Vl::load(&LoadOptions {
-        source: options.source.clone(),
         quantize: options.quantize,
         device: device.clone(),
-        dtype: None,
+        exact_weights: args.exact_weights,
+        ..LoadOptions::new(options.source.clone())
     })?;
     let tokenizer = options.source.tokenizer()?;
     model.check_tokenizer(&tokenizer)?;

@@ -228,10 +228,9 @@ impl LocalPlanner {
         let start = Instant::now();
         let device = options.device.resolve()?;
         let model = Qwen3Vl::load(&LoadOptions {
-            source: options.source.clone(),
             quantize: options.quantize,
             device: device.clone(),
-            dtype: None,
+            ..LoadOptions::new(options.source.clone())
         })?;
         let tokenizer = options.source.tokenizer()?;
         let preprocess = options.source.preprocess_config()?;

@@ -47,10 +47,9 @@ pub fn load(model: &str, variant: Variant) -> Result<Qwen3Vl> {
         }
     };
     let opts = LoadOptions {
-        source,
         quantize,
-        device: Device::Cpu,
         dtype: Some(DType::F32),
+        ..LoadOptions::new(source)
     };
     Ok(Qwen3Vl::load(&opts)?)
 }
@@ -152,13 +151,11 @@ pub fn argmax(row: &[f32]) -> usize {
 /// Load a GGUF pair from explicit paths, f32 activations on the CPU.
 pub fn load_gguf_files(text: &std::path::Path, mmproj: &std::path::Path) -> Result<Qwen3Vl> {
     Ok(Qwen3Vl::load(&LoadOptions {
-        source: ModelSource::Gguf {
+        dtype: Some(DType::F32),
+        ..LoadOptions::new(ModelSource::Gguf {
             text: text.to_path_buf(),
             mmproj: mmproj.to_path_buf(),
-        },
-        quantize: None,
-        device: Device::Cpu,
-        dtype: Some(DType::F32),
+        })
     })?)
 }
 
