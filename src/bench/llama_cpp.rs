@@ -348,6 +348,9 @@ pub fn run_mtmd(
         .args(["--image-max-tokens", &max_visual_tokens.to_string()])
         .args(["-p", "describe", "-n", "1", "-t", &run.threads.to_string()])
         .args(["--temp", "0", "--no-warmup"])
+        // A context for the image and the prompt: the default is the model's trained
+        // context (262,144 positions for Qwen3-VL), whose KV cache alone is ~30 GB.
+        .args(["-c", &(max_visual_tokens + 512).max(4096).to_string()])
         // Generated GGUFs carry no chat template (nor do the converter-made fixtures);
         // Qwen's is ChatML, and the template does not change the image timings.
         .args(["--chat-template", "chatml"]);
