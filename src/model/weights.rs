@@ -224,7 +224,8 @@ impl GgufFile {
 
     /// The Q6_K matrix `name` of `rows × cols`, requantized to Q8_0 on the CPU. Read
     /// 4 MiB of rows at a time (the Q6_K copy is never whole in memory), each read
-    /// converted by all of candle's threads (the 2B head: 0.5 s on 2 threads).
+    /// converted by all of candle's threads (the 2B Q4_K_M file's Q6_K matrices add 1–2 s
+    /// to a 3 s load on 2 threads).
     fn read_q6k_as_q8_0(&self, name: &str, rows: usize, cols: usize) -> Result<QTensor> {
         /// Rows one thread converts at a time.
         const TASK_ROWS: usize = 64;
