@@ -213,6 +213,7 @@ fn few_rows_cpu(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::qwen3_vl::text::causal_mask;
     use candle_core::Device;
     use rand::{Rng, SeedableRng};
 
@@ -234,19 +235,7 @@ mod tests {
         let q = random(&mut rng, &[groups, rep, n, hd])?;
         let k = random(&mut rng, &[groups, len, hd])?;
         let v = random(&mut rng, &[groups, len, hd])?;
-        let offset = len - n;
-        let mask: Vec<f32> = (0..n)
-            .flat_map(|i| {
-                (0..len).map(move |j| {
-                    if j > offset + i {
-                        f32::NEG_INFINITY
-                    } else {
-                        0.0
-                    }
-                })
-            })
-            .collect();
-        let mask = Tensor::from_vec(mask, (n, len), &Device::Cpu)?;
+        let mask = causal_mask(n, len - n, &Device::Cpu)?;
         let whole = matmul_route(&q, &k, &v, Some(&mask), 0.3, usize::MAX)?;
         // One row of scores per chunk.
         let chunked = matmul_route(&q, &k, &v, Some(&mask), 0.3, 1)?;
@@ -271,19 +260,7 @@ mod tests {
             let q = random(&mut rng, &[groups, rep, n, hd])?;
             let (k, v) = (kb.narrow(1, 0, len)?, vb.narrow(1, 0, len)?);
             assert!(!k.is_contiguous());
-            let offset = len - n;
-            let causal: Vec<f32> = (0..n)
-                .flat_map(|i| {
-                    (0..len).map(move |j| {
-                        if j > offset + i {
-                            f32::NEG_INFINITY
-                        } else {
-                            0.0
-                        }
-                    })
-                })
-                .collect();
-            let causal = Tensor::from_vec(causal, (n, len), &Device::Cpu)?;
+            let causal = causal_mask(n, len - n, &Device::Cpu)?;
             for mask in [None, Some(&causal)] {
                 let direct = few_rows_cpu(&q, &k, &v, mask, 0.25)?.expect("CPU f32 inputs");
                 let reference = matmul_route(&q, &k, &v, mask, 0.25, usize::MAX)?;

@@ -322,7 +322,7 @@ impl TextModel {
 
 /// `(n, offset + n)` f32: 0 where query `i` may see key `j` (`j <= offset + i`), -inf
 /// elsewhere.
-fn causal_mask(n: usize, offset: usize, device: &Device) -> Result<Tensor> {
+pub(crate) fn causal_mask(n: usize, offset: usize, device: &Device) -> Result<Tensor> {
     let total = offset + n;
     let mask: Vec<f32> = (0..n)
         .flat_map(|i| {
