@@ -177,9 +177,13 @@ fn last_hidden_times_lm_head_rows_gives_the_logits() -> Result<()> {
 }
 
 /// Quantized models: decode steps (fused gemv) against one batched pass (quantized
-/// matmul): max |Δ| relative to the row's max |logit|. Both quantize activations per
-/// row, but the kernels accumulate in different orders.
-const QUANT_STEP_RTOL: f32 = 1e-3;
+/// matmul): max |Δ| relative to the row's max |logit|. The two also take different CPU
+/// attention kernels (a direct loop for one row, the fused kernel for many), which
+/// agree to ~1e-6; but every quantized matmul first rounds its input row to 8 bits, so
+/// such a difference moves some elements by a whole rounding step, and the steps
+/// compound over the layers: measured 9e-3 on tiny-b. A wrong cache gives differences
+/// of order 1.
+const QUANT_STEP_RTOL: f32 = 2e-2;
 
 #[test]
 fn quantized_decode_steps_match_one_batched_pass() -> Result<()> {

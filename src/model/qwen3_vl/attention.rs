@@ -1,12 +1,15 @@
-//! Scaled dot-product attention in query chunks, so the score matrix of a long prefill
-//! or a large image stays within [`SCORES_BUDGET_BYTES`]; and, for the few query rows of
-//! a decode step on the CPU, a direct loop over the KV cache ([`few_rows_cpu`]).
+//! Scaled dot-product attention. On the CPU in f32: for the few query rows of a decode
+//! step a direct loop over the KV cache ([`few_rows_cpu`]), for more a fused attention
+//! that never materializes the scores ([`flash_cpu`]). Elsewhere (GPU, half precision)
+//! matmuls in query chunks, so the score matrix of a long prefill or a large image
+//! stays within [`SCORES_BUDGET_BYTES`].
 
 use std::sync::Mutex;
 
 use candle_core::{CpuStorage, DType, Layout, Storage, Tensor};
 use candle_nn::ops::softmax_last_dim;
 
+use super::flash_cpu::flash_cpu;
 use crate::error::Result;
 
 /// Most query rows (heads × tokens per KV group) [`few_rows_cpu`] takes: a decode step
@@ -46,12 +49,14 @@ fn attention_within(
         if let Some(out) = few_rows_cpu(q, k, v, mask, scale)? {
             return Ok(out);
         }
+    } else if let Some(out) = flash_cpu(q, k, v, mask, scale)? {
+        return Ok(out);
     }
     matmul_route(q, k, v, mask, scale, budget_bytes)
 }
 
 /// Attention through matmuls, in query chunks of at most `budget_bytes` of scores.
-fn matmul_route(
+pub(super) fn matmul_route(
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
@@ -112,7 +117,7 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// A CPU f32 tensor's data and layout.
-fn cpu_f32<R>(t: &Tensor, f: impl FnOnce(&[f32], &Layout) -> R) -> Option<R> {
+pub(super) fn cpu_f32<R>(t: &Tensor, f: impl FnOnce(&[f32], &Layout) -> R) -> Option<R> {
     let (storage, layout) = t.storage_and_layout();
     match &*storage {
         Storage::Cpu(CpuStorage::F32(data)) => Some(f(data, layout)),

@@ -63,6 +63,7 @@
 
 mod attention;
 pub mod config;
+mod flash_cpu;
 pub mod rope;
 mod text;
 mod vision;
