@@ -40,7 +40,7 @@ fn fmadd(a: f32, b: f32, c: f32) -> f32 {
 /// `expf` polynomial: relative error below 2e-7 over [-87, 0]; below -87 (including
 /// -inf from a mask) it returns 0.
 #[inline(always)]
-fn exp_nonpositive(x: f32) -> f32 {
+pub(super) fn exp_nonpositive(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
@@ -55,13 +55,33 @@ fn exp_nonpositive(x: f32) -> f32 {
     p = fmadd(p, r, 1.666_666_5e-1);
     p = fmadd(p, r, 0.5);
     let e = fmadd(p * r, r, r) + 1.0;
-    // 2^n by building the float's exponent field; n ≥ -126 after the clamp.
-    let two_n = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    // 2^n by building the float's exponent field, n + 127 in [1, 127] after the clamp:
+    // adding 2^23 puts that integer in the low mantissa bits, the shift moves it into
+    // the exponent (float operations only, unlike an `as i32` cast, so it vectorizes).
+    let two_n = f32::from_bits((n + 127.0 + 8_388_608.0).to_bits() << 23);
     if x < -87.0 {
         0.0
     } else {
         e * two_n
     }
+}
+
+/// The largest value of `row` (`-inf` when empty; NaNs are skipped, as `f32::max`
+/// does): in 16 lanes, which vectorize where a `max` fold does not.
+fn max_of(row: &[f32]) -> f32 {
+    const LANES: usize = 16;
+    let mut acc = [f32::NEG_INFINITY; LANES];
+    let mut chunks = row.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        for (a, &x) in acc.iter_mut().zip(chunk) {
+            *a = if x > *a { x } else { *a };
+        }
+    }
+    let tail = chunks
+        .remainder()
+        .iter()
+        .fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+    acc.iter().fold(tail, |a, &b| a.max(b))
 }
 
 /// `row[j] = exp(row[j] - max)`, returning the sum: in 16 independent lanes so the
@@ -94,6 +114,52 @@ fn tile_a_bt(
     bt_stride: usize,
     depth: usize,
 ) -> [[f32; TW]; TR] {
+    #[cfg(target_arch = "x86_64")]
+    if depth > 0
+        && a.len() >= (TR - 1) * a_stride + depth
+        && bt.len() >= (depth - 1) * bt_stride + TW
+        && std::arch::is_x86_feature_detected!("avx512f")
+    {
+        // SAFETY: AVX-512F is present, and the bounds it reads were checked above.
+        return unsafe { avx512::tile_a_bt(a, a_stride, bt, bt_stride, depth) };
+    }
+    tile_a_bt_portable(a, a_stride, bt, bt_stride, depth)
+}
+
+/// `acc[i] += Σ_j p[i][j] · v[j]` for [`TR`] rows of `p` (row stride `p_stride`), `kn`
+/// keys, and [`TW`] columns of `v` (row stride `v_stride`).
+#[inline(always)]
+fn tile_p_v(
+    p: &[f32],
+    p_stride: usize,
+    v: &[f32],
+    v_stride: usize,
+    kn: usize,
+    acc: &mut [[f32; TW]; TR],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if kn > 0
+        && p.len() >= (TR - 1) * p_stride + kn
+        && v.len() >= (kn - 1) * v_stride + TW
+        && std::arch::is_x86_feature_detected!("avx512f")
+    {
+        // SAFETY: AVX-512F is present, and the bounds it reads were checked above.
+        unsafe { avx512::tile_p_v(p, p_stride, v, v_stride, kn, acc) };
+        return;
+    }
+    tile_p_v_portable(p, p_stride, v, v_stride, kn, acc)
+}
+
+/// [`tile_a_bt`] in plain Rust: the compiler vectorizes it to the widths it prefers
+/// for the target (256 bits on most AVX-512 CPUs, hence the explicit kernels).
+#[inline(always)]
+fn tile_a_bt_portable(
+    a: &[f32],
+    a_stride: usize,
+    bt: &[f32],
+    bt_stride: usize,
+    depth: usize,
+) -> [[f32; TW]; TR] {
     let mut acc = [[0f32; TW]; TR];
     for c in 0..depth {
         let Some(b) = bt.get(c * bt_stride..c * bt_stride + TW) else {
@@ -110,10 +176,9 @@ fn tile_a_bt(
     acc
 }
 
-/// `acc[i] += Σ_j p[i][j] · v[j]` for [`TR`] rows of `p` (row stride `p_stride`), `kn`
-/// keys, and [`TW`] columns of `v` (row stride `v_stride`).
+/// [`tile_p_v`] in plain Rust.
 #[inline(always)]
-fn tile_p_v(
+fn tile_p_v_portable(
     p: &[f32],
     p_stride: usize,
     v: &[f32],
@@ -135,6 +200,97 @@ fn tile_p_v(
         }
     }
     *acc = a;
+}
+
+/// The two register tiles with 512-bit vectors: [`TW`] = 32 columns are two registers,
+/// so a tile is 8 accumulators. Measured on the vision shape (one layer of a 1280-token
+/// screenshot, 2 threads, native build): 0.98–1.05 s against 1.09–1.51 s for the
+/// portable code, which the compiler keeps at 256 bits.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    use super::{TR, TW};
+
+    const _: () = assert!(TW == 32);
+
+    /// # Safety
+    /// AVX-512F must be available; `a` must hold `(TR - 1) * a_stride + depth` values and
+    /// `bt` `(depth - 1) * bt_stride + TW`, `depth > 0`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn tile_a_bt(
+        a: &[f32],
+        a_stride: usize,
+        bt: &[f32],
+        bt_stride: usize,
+        depth: usize,
+    ) -> [[f32; TW]; TR] {
+        let mut acc = [_mm512_setzero_ps(); 2 * TR];
+        let (a, bt) = (a.as_ptr(), bt.as_ptr());
+        for c in 0..depth {
+            // SAFETY (here and below): within the bounds the caller guarantees.
+            let (b0, b1) = unsafe {
+                (
+                    _mm512_loadu_ps(bt.add(c * bt_stride)),
+                    _mm512_loadu_ps(bt.add(c * bt_stride + 16)),
+                )
+            };
+            for i in 0..TR {
+                let x = _mm512_set1_ps(unsafe { *a.add(i * a_stride + c) });
+                acc[2 * i] = _mm512_fmadd_ps(x, b0, acc[2 * i]);
+                acc[2 * i + 1] = _mm512_fmadd_ps(x, b1, acc[2 * i + 1]);
+            }
+        }
+        let mut out = [[0f32; TW]; TR];
+        for (i, row) in out.iter_mut().enumerate() {
+            unsafe {
+                _mm512_storeu_ps(row.as_mut_ptr(), acc[2 * i]);
+                _mm512_storeu_ps(row.as_mut_ptr().add(16), acc[2 * i + 1]);
+            }
+        }
+        out
+    }
+
+    /// # Safety
+    /// AVX-512F must be available; `p` must hold `(TR - 1) * p_stride + kn` values and
+    /// `v` `(kn - 1) * v_stride + TW`, `kn > 0`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn tile_p_v(
+        p: &[f32],
+        p_stride: usize,
+        v: &[f32],
+        v_stride: usize,
+        kn: usize,
+        acc: &mut [[f32; TW]; TR],
+    ) {
+        let mut a = [_mm512_setzero_ps(); 2 * TR];
+        for (i, row) in acc.iter().enumerate() {
+            unsafe {
+                a[2 * i] = _mm512_loadu_ps(row.as_ptr());
+                a[2 * i + 1] = _mm512_loadu_ps(row.as_ptr().add(16));
+            }
+        }
+        let (p, v) = (p.as_ptr(), v.as_ptr());
+        for j in 0..kn {
+            let (v0, v1) = unsafe {
+                (
+                    _mm512_loadu_ps(v.add(j * v_stride)),
+                    _mm512_loadu_ps(v.add(j * v_stride + 16)),
+                )
+            };
+            for i in 0..TR {
+                let x = _mm512_set1_ps(unsafe { *p.add(i * p_stride + j) });
+                a[2 * i] = _mm512_fmadd_ps(x, v0, a[2 * i]);
+                a[2 * i + 1] = _mm512_fmadd_ps(x, v1, a[2 * i + 1]);
+            }
+        }
+        for (i, row) in acc.iter_mut().enumerate() {
+            unsafe {
+                _mm512_storeu_ps(row.as_mut_ptr(), a[2 * i]);
+                _mm512_storeu_ps(row.as_mut_ptr().add(16), a[2 * i + 1]);
+            }
+        }
+    }
 }
 
 /// Attention for `q` `(groups, rep, n, hd)` against `k`, `v` `(groups, len, hd)` with
@@ -187,13 +343,19 @@ pub(super) fn flash_cpu(
                         kt.chunks_mut(hd * len_padded).map(Mutex::new).collect();
                     pool.execute_chunked(groups, |range| {
                         for g in range {
-                            let Ok(mut dst) = per_group[g].lock() else {
+                            let Ok(mut guard) = per_group[g].lock() else {
                                 continue;
                             };
-                            for j in 0..len {
-                                let kj = &k_data[k0 + g * ks0 + j * ks1..][..hd];
-                                for (c, &x) in kj.iter().enumerate() {
-                                    dst[c * len_padded + j] = x;
+                            let dst: &mut [f32] = &mut guard;
+                            // In blocks of 16 keys: each write fills one cache line of
+                            // a transposed row, the 16 key rows stay in L1.
+                            for j0 in (0..len).step_by(16) {
+                                let jn = 16.min(len - j0);
+                                for c in 0..hd {
+                                    let row = &mut dst[c * len_padded + j0..][..jn];
+                                    for (jj, x) in row.iter_mut().enumerate() {
+                                        *x = k_data[k0 + g * ks0 + (j0 + jj) * ks1 + c];
+                                    }
                                 }
                             }
                         }
@@ -266,8 +428,7 @@ pub(super) fn flash_cpu(
                                     let mrow = &md[((r0 + i) % n) * len + kb0..][..kn];
                                     row.iter_mut().zip(mrow).for_each(|(x, &a)| *x += a);
                                 }
-                                let block_max =
-                                    row.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+                                let block_max = max_of(row);
                                 let new_max = m[i].max(block_max);
                                 if new_max == f32::NEG_INFINITY {
                                     // Every key so far masked out: nothing to add yet.
@@ -402,6 +563,40 @@ mod tests {
                     mask.is_some()
                 );
             }
+        }
+        Ok(())
+    }
+
+    /// The portable tiles against the dispatched ones (the AVX-512 kernels where the CPU
+    /// has them, so both are exercised on such a machine).
+    #[test]
+    fn portable_tiles_match_the_dispatched_ones() -> Result<()> {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let mut values =
+            |n: usize| -> Vec<f32> { (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect() };
+        let (depth, a_stride, bt_stride) = (72, 80, 100);
+        let a = values(TR * a_stride);
+        let bt = values(depth * bt_stride);
+        let fast = tile_a_bt(&a, a_stride, &bt, bt_stride, depth);
+        let portable = tile_a_bt_portable(&a, a_stride, &bt, bt_stride, depth);
+        let (kn, p_stride, v_stride) = (50, 64, 40);
+        let p = values(TR * p_stride);
+        let v = values(kn * v_stride);
+        let start: Vec<f32> = values(TR * TW);
+        let mut acc_fast = [[0f32; TW]; TR];
+        for (row, src) in acc_fast.iter_mut().zip(start.chunks_exact(TW)) {
+            row.copy_from_slice(src);
+        }
+        let mut acc_portable = acc_fast;
+        tile_p_v(&p, p_stride, &v, v_stride, kn, &mut acc_fast);
+        tile_p_v_portable(&p, p_stride, &v, v_stride, kn, &mut acc_portable);
+        for (x, y) in fast
+            .iter()
+            .flatten()
+            .zip(portable.iter().flatten())
+            .chain(acc_fast.iter().flatten().zip(acc_portable.iter().flatten()))
+        {
+            assert!((x - y).abs() <= 1e-5, "{x} vs {y}");
         }
         Ok(())
     }

@@ -64,6 +64,7 @@
 mod attention;
 pub mod config;
 mod flash_cpu;
+mod gelu;
 pub mod rope;
 mod text;
 mod vision;

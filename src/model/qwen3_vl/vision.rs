@@ -12,6 +12,7 @@ use candle_nn::rotary_emb::rope;
 use crate::error::{Error, Result};
 use crate::model::qwen3_vl::attention::attention;
 use crate::model::qwen3_vl::config::{VisionConfig, VISION_LAYER_NORM_EPS};
+use crate::model::qwen3_vl::gelu::gelu_tanh;
 use crate::model::qwen3_vl::rope::vision_cos_sin;
 use crate::model::weights::{Linear, WeightSource};
 use crate::model::{EncodedImage, PreprocessedImage};
@@ -130,10 +131,9 @@ impl Block {
 
     fn forward(&self, xs: &Tensor, cos: &Tensor, sin: &Tensor, hw: usize) -> Result<Tensor> {
         let xs = (xs + self.attn.forward(&self.norm1.forward(xs)?, cos, sin, hw)?)?;
-        // gelu_pytorch_tanh: candle's `gelu` is the tanh approximation.
         let h = self
             .fc2
-            .forward(&self.fc1.forward(&self.norm2.forward(&xs)?)?.gelu()?)?;
+            .forward(&gelu_tanh(&self.fc1.forward(&self.norm2.forward(&xs)?)?)?)?;
         Ok((xs + h)?)
     }
 }
