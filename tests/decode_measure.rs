@@ -113,7 +113,7 @@ fn grammar_compile_mask_and_forced_share_over_a_corpus() -> Result<()> {
     let mut grammar_per_token = Vec::new();
     for engine in [GrammarEngine::Lark, GrammarEngine::JsonSchema] {
         println!("\n{engine:?}");
-        println!("| view elements | compile (median of 10) | per token: mask p50 / p99 / max | per computed mask: p50 raw (min of {REPEATS}) | p99 | max | forced | grammar µs/token | masks |");
+        println!("| view elements | compile (median of 100) | per token: mask p50 / p99 / max | per computed mask: p50 raw (min of {REPEATS}) | p99 | max | forced | grammar µs/token | masks |");
         println!("|---|---|---|---|---|---|---|---|---|");
         for n in [0usize, 50, 500] {
             let view_ids = ids(n, true);
@@ -121,7 +121,7 @@ fn grammar_compile_mask_and_forced_share_over_a_corpus() -> Result<()> {
             let spec = MoveSpec::new(&v, &GrammarOptions::default())?;
             let mut compiles = Vec::new();
             let mut grammar = None;
-            for _ in 0..10 {
+            for _ in 0..100 {
                 let g = Grammar::for_move(env(), &spec, engine)?;
                 compiles.push(g.compile_time());
                 grammar = Some(g);
