@@ -5,9 +5,9 @@
 //! 64 MB buffer per chunk, libm `expf` per score); here a block of scores lives in L1/L2
 //! and the exponential is a vectorizable polynomial.
 //!
-//! Products are register tiles of [`TR`] rows × [`TW`] columns written as fixed-size
-//! array loops, which the compiler keeps in vector registers; with `-C
-//! target-cpu=native` they become FMA instructions.
+//! Products are register tiles of [`TR`] rows × [`TW`] columns: AVX-512 kernels where
+//! the CPU has AVX-512F (checked at run time), elsewhere fixed-size array loops the
+//! compiler keeps in vector registers (FMA instructions with `-C target-cpu=native`).
 
 use std::sync::Mutex;
 
@@ -22,8 +22,8 @@ const QB: usize = 64;
 const KB: usize = 256;
 /// Register tile: rows.
 const TR: usize = 8;
-/// Rows per pass of the portable tiles: 4 × [`TW`] accumulators fit in 16 AVX-512 (or
-/// 32 AVX2-width) registers.
+/// Rows per pass of the portable tiles: 4 × [`TW`] f32 accumulators are 16 256-bit
+/// registers (8 of AVX-512's).
 const PR: usize = 4;
 /// Register tile: columns (keys for scores, value dimensions for the weighted sum).
 const TW: usize = 32;
