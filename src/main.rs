@@ -28,6 +28,8 @@ enum Command {
     Plan(cli::plan::PlanArgs),
     /// Judge a "done" claim against a screenshot; print the DoneVerdict JSON.
     Verify(cli::plan::VerifyArgs),
+    /// Train the done-grader's head on labelled examples (`grader fit`).
+    Grader(cli::grader::GraderArgs),
     /// List, download and describe models.
     Models(cli::models::ModelsArgs),
     /// Continue a chat prompt (and an optional image) with no grammar; print the text, and
@@ -53,6 +55,7 @@ fn main() -> ExitCode {
         Command::Run(args) => cli::run::run(args, Some(&model_planner)),
         Command::Plan(args) => cli::plan::plan(args),
         Command::Verify(args) => cli::plan::verify(args),
+        Command::Grader(args) => cli::grader::grader(args),
         Command::Models(args) => cli::models::models(args),
         Command::Generate(args) => cli::generate::generate(args),
         Command::Bench(args) => cli::bench::bench(args),

@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod generate;
+pub mod grader;
 pub mod models;
 pub mod plan;
 #[cfg(feature = "desktop")]

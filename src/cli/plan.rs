@@ -66,9 +66,17 @@ pub struct PlanArgs {
     /// Seed for sampling.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Print the turn's per-stage timings on stderr.
+    /// Print the turn's per-stage timings and what the prompt clipped on stderr.
     #[arg(long)]
     pub stats: bool,
+    /// Print the rendered turn (system, screen with an `<image × N>` placeholder, task)
+    /// on stderr.
+    #[arg(long)]
+    pub show_prompt: bool,
+    /// Let the model write a short thought of at most N tokens before its move (a
+    /// `"thought"` key, dropped from the printed move; shown with --stats). Default 0: off.
+    #[arg(long, default_value_t = 0)]
+    pub think_tokens: usize,
 }
 
 /// Arguments of `sightline verify`.
@@ -133,14 +141,19 @@ fn plan_inner(args: &PlanArgs) -> Result<()> {
     if let (Some(temperature), Some(seed)) = (args.temperature, args.seed) {
         options = options.with_sampling(temperature, args.top_p, seed);
     }
+    options.grammar.limits.thought_tokens = args.think_tokens;
     let planner = LocalPlanner::load(&options)?;
-    let (next_move, stats) = planner.plan(&Turn {
+    let result = planner.plan(&Turn {
         goal: &args.goal,
         history: &history,
         shared_memory: &memory,
         view: &view,
         screenshot: screenshot.as_deref(),
-    })?;
+    });
+    if args.show_prompt {
+        eprintln!("{}", planner.last_prompt()?);
+    }
+    let (next_move, stats) = result?;
     println!("{}", serde_json::to_string(&next_move)?);
     if args.stats {
         print_stats(&planner, &stats);
@@ -269,4 +282,10 @@ fn print_stats(planner: &LocalPlanner, s: &TurnStats) {
     );
     let _ = writeln!(err, "grammar    {:>9.1} ms", ms(s.grammar));
     let _ = writeln!(err, "total      {:>9.1} ms", ms(s.total));
+    if let Some(thought) = &s.thought {
+        let _ = writeln!(err, "thought    {thought}");
+    }
+    for note in &s.truncation {
+        let _ = writeln!(err, "prompt     {note}");
+    }
 }

@@ -19,10 +19,14 @@ use crate::model::VisionLanguageModel;
 pub struct DecodeOptions {
     /// Token choice; greedy by default.
     pub sampling: Sampling,
-    /// Most tokens emitted (sampled + forced, EOS not counted) before giving up.
-    /// Running out is an [`Error::Decode`] carrying the text so far: the move
-    /// grammars bound every string and list, so a budget above the grammar's
-    /// longest move is never reached. Default 1,024.
+    /// Most tokens emitted (sampled + forced, EOS not counted) before giving up, for
+    /// grammars that do not bound their own length. Running out is an
+    /// [`Error::Decode`] carrying the text so far. Move grammars ignore it: their
+    /// budget is [`Grammar::max_tokens`], derived from the grammar's own bounds, so
+    /// no move can run out of tokens (bound the move with [`GrammarLimits`] instead).
+    /// Default 1,024.
+    ///
+    /// [`GrammarLimits`]: super::GrammarLimits
     pub budget_tokens: usize,
     /// Feed each forced-token run in one forward pass (default). Off feeds them one
     /// token per pass: the same output, more passes (kept for tests and benches).
@@ -117,6 +121,9 @@ pub fn decode(
     let mut picker = TokenPicker::default();
     let mut logits = StepLogits::new(first_logits, env.n_vocab())?;
     let mut strings = grammar.string_caps().map(StringTracker::new);
+    // A grammar that knows its longest output (every move grammar) sets the budget
+    // itself, so a decode never runs out before the move is complete.
+    let budget = grammar.max_tokens().unwrap_or(options.budget_tokens);
 
     let fail = |reason: String, tokens: &[TokenId]| Error::Decode {
         reason,
@@ -147,11 +154,8 @@ pub fn decode(
         if matcher.is_stopped() {
             break;
         }
-        if tokens.len() >= options.budget_tokens {
-            return Err(fail(
-                format!("token budget of {} exhausted", options.budget_tokens),
-                &tokens,
-            ));
+        if tokens.len() >= budget {
+            return Err(fail(format!("token budget of {budget} exhausted"), &tokens));
         }
         let mut next_mask = |stats: &mut DecodeStats| -> Result<SimpleVob> {
             let t = Instant::now();
@@ -163,6 +167,12 @@ pub fn decode(
                 // allows that now (not inside a character or an escape).
                 let mut closing = mask.clone();
                 closing.and(env.string_closers());
+                if closing.is_zero() {
+                    // Inside a character: finish it and nothing more, so the next
+                    // token can close the string.
+                    closing = mask.clone();
+                    closing.and(env.character_finishers());
+                }
                 if !closing.is_zero() {
                     mask = closing;
                 }
@@ -352,12 +362,25 @@ pub fn decode_move(
     Ok(DecodedMove { next_move, decoded })
 }
 
-/// Parse move JSON; failures are [`Error::Decode`] with the text attached.
+/// Parse move JSON; failures are [`Error::Decode`] with the text attached. A leading
+/// `"thought"` key (see [`GrammarLimits::thought_tokens`](super::GrammarLimits)) is
+/// dropped: it is the model's note to itself, not part of the move.
 pub fn parse_move(text: &str) -> Result<NextMove> {
-    serde_json::from_str(text).map_err(|e| Error::Decode {
+    let failed = |e: serde_json::Error| Error::Decode {
         reason: e.to_string(),
         text: text.to_string(),
-    })
+    };
+    let mut value: serde_json::Value = serde_json::from_str(text).map_err(failed)?;
+    if let Some(object) = value.as_object_mut() {
+        object.remove("thought");
+    }
+    serde_json::from_value(value).map_err(failed)
+}
+
+/// The `"thought"` of a decoded move's text, if it has one.
+pub fn move_thought(text: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    value.get("thought")?.as_str().map(str::to_string)
 }
 
 /// Read the output of a [`Grammar::sentence`] decode (a JSON string) as text.

@@ -28,6 +28,7 @@ pub struct Grammar {
     env: TokenEnv,
     compile_time: Duration,
     string_caps: Option<StringCaps>,
+    max_tokens: Option<usize>,
 }
 
 impl std::fmt::Debug for Grammar {
@@ -49,6 +50,7 @@ impl Grammar {
         };
         let mut grammar = Self::compile(env, top)?;
         grammar.string_caps = Some(spec.string_caps());
+        grammar.max_tokens = Some(spec.max_move_tokens());
         Ok(grammar)
     }
 
@@ -72,6 +74,7 @@ impl Grammar {
             by_key: Vec::new(),
             default_tokens: max_tokens,
         });
+        grammar.max_tokens = Some(max_tokens + super::schema::STRING_OVERSHOOT_TOKENS);
         Ok(grammar)
     }
 
@@ -95,12 +98,21 @@ impl Grammar {
             env: env.clone(),
             compile_time: start.elapsed(),
             string_caps: None,
+            max_tokens: None,
         })
     }
 
     /// Token bounds on JSON string values the decoder enforces (move grammars).
     pub fn string_caps(&self) -> Option<&StringCaps> {
         self.string_caps.as_ref()
+    }
+
+    /// The most tokens any output of this grammar can take, when the grammar knows it
+    /// (move and sentence grammars): the decoder's budget. `None` for a grammar
+    /// compiled from arbitrary Lark, which decodes under
+    /// [`DecodeOptions::budget_tokens`](super::DecodeOptions::budget_tokens).
+    pub fn max_tokens(&self) -> Option<usize> {
+        self.max_tokens
     }
 
     /// How long compiling took.

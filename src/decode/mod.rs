@@ -35,15 +35,15 @@ mod schema;
 mod token_env;
 
 pub use decoder::{
-    decode, decode_move, parse_move, parse_sentence, DecodeOptions, DecodeStats, Decoded,
-    DecodedMove,
+    decode, decode_move, move_thought, parse_move, parse_sentence, DecodeOptions, DecodeStats,
+    Decoded, DecodedMove,
 };
 pub use grammar::{Grammar, GrammarEngine};
 pub use sampler::{Sampler, Sampling};
 pub use schema::{
-    coordinate_regex, parse_coordinate_target, ActionKind, Capabilities, GrammarLimits,
-    GrammarOptions, MoveSpec, StringCaps, CAPABILITY_CDP_PREFIX, CAPABILITY_NATIVE_INPUT,
-    COORDINATE_MAX, KEY_NAMES,
+    coordinate_regex, parse_coordinate_target, selected_elements, ActionKind, Capabilities,
+    GrammarLimits, GrammarOptions, MoveSpec, StringCaps, CAPABILITY_CDP_PREFIX,
+    CAPABILITY_NATIVE_INPUT, COORDINATE_MAX, KEY_NAMES, MAX_ELEMENTS, MAX_ID_CHARS,
 };
 pub use token_env::{byte_level_decoder, TokenEnv, EOS_TOKEN};
 

@@ -24,7 +24,7 @@
 //! allow no whitespace, so the model cannot pad. Element ids are user data: they are
 //! escaped through `serde_json`, never by string formatting.
 
-use cel_contracts::{NextMove, PlannedAction, PlanningView, StepKind};
+use cel_contracts::{NextMove, PlannedAction, PlanningElement, PlanningView, StepKind};
 use serde_json::{json, Map, Value};
 
 use crate::error::{Error, Result};
@@ -252,6 +252,10 @@ pub struct GrammarLimits {
     pub max_scroll: u32,
     /// Characters per token when the JSON schema bounds strings. Default 4.
     pub chars_per_token: usize,
+    /// Tokens of an optional reasoning sentence written before the move, as a
+    /// `"thought"` key first in the move object (stripped by
+    /// [`parse_move`](super::parse_move)). 0, the default, leaves it out.
+    pub thought_tokens: usize,
 }
 
 impl Default for GrammarLimits {
@@ -265,6 +269,7 @@ impl Default for GrammarLimits {
             max_wait_ms: 10_000,
             max_scroll: 5_000,
             chars_per_token: 4,
+            thought_tokens: 0,
         }
     }
 }
@@ -343,6 +348,38 @@ impl StringCaps {
     }
 }
 
+/// Most elements a turn shows (and its grammar accepts), whatever the view's budget says.
+pub const MAX_ELEMENTS: usize = 200;
+
+/// Longest element id, in characters, a turn shows and accepts. An element with a
+/// longer id is left out of both (and counted as not shown): an id cannot be clipped,
+/// since the model must copy it exactly, and a huge one would blow the prompt.
+pub const MAX_ID_CHARS: usize = 200;
+
+/// The elements of `view` a turn shows and its grammar accepts, in view order: the
+/// first element of each id, ids of at most [`MAX_ID_CHARS`] characters that hold no
+/// chat-control sequence (`<|`, which the prompt must defuse and so could not show
+/// verbatim), at most `min(view.budget.max_elements, MAX_ELEMENTS)` of them.
+///
+/// This is the one selection the prompt and the grammar share (ARCHITECTURE.md, "one
+/// source of truth"): the prompt may show fewer, to fit the turn's token budget, and
+/// then builds the grammar from the view it rendered, whose selection is that prefix.
+pub fn selected_elements(view: &PlanningView) -> Vec<&PlanningElement> {
+    let limit = (view.budget.max_elements as usize).min(MAX_ELEMENTS);
+    let mut seen = std::collections::HashSet::new();
+    view.elements
+        .iter()
+        .filter(|e| e.id.chars().nth(MAX_ID_CHARS).is_none() && !e.id.contains("<|"))
+        .filter(|e| seen.insert(e.id.as_str()))
+        .take(limit)
+        .collect()
+}
+
+/// Tokens a bounded string may take beyond its bound: an escape finished (one), a
+/// UTF-8 character finished (up to three, see `TokenEnv::character_finishers`), and the
+/// token that closes it (one).
+pub(crate) const STRING_OVERSHOOT_TOKENS: usize = 5;
+
 /// The resolved grammar of one turn: allowed actions, targets on screen, bounds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MoveSpec {
@@ -353,8 +390,9 @@ pub struct MoveSpec {
 }
 
 impl MoveSpec {
-    /// Resolve `view` and `options` into this turn's grammar. Duplicate element ids
-    /// count once. Errors on limits that allow nothing (zero steps or tokens).
+    /// Resolve `view` and `options` into this turn's grammar. The targets are
+    /// [`selected_elements`]: the same elements, in the same order, as the prompt
+    /// shows. Errors on limits that allow nothing (zero steps or tokens).
     pub fn new(view: &PlanningView, options: &GrammarOptions) -> Result<Self> {
         let limits = options.limits.clone();
         if limits.max_steps == 0
@@ -367,13 +405,10 @@ impl MoveSpec {
                 "grammar limits must be positive: {limits:?}"
             )));
         }
-        let mut target_ids: Vec<String> = Vec::with_capacity(view.elements.len());
-        let mut seen = std::collections::HashSet::new();
-        for element in &view.elements {
-            if seen.insert(element.id.as_str()) {
-                target_ids.push(element.id.clone());
-            }
-        }
+        let target_ids: Vec<String> = selected_elements(view)
+            .into_iter()
+            .map(|e| e.id.clone())
+            .collect();
         let caps = Capabilities::from_view(view);
         let has_targets = !target_ids.is_empty() || options.coordinate_targets;
         let actions = ActionKind::ALL
@@ -535,12 +570,98 @@ impl MoveSpec {
         for key in ["purpose", "summary", "reason", "question"] {
             by_key.push((key.to_string(), l.sentence_tokens));
         }
+        if l.thought_tokens > 0 {
+            by_key.push(("thought".to_string(), l.thought_tokens));
+        }
         for key in ["text", "value", "goal", "data", "url", "expression"] {
             by_key.push((key.to_string(), l.text_tokens));
         }
         StringCaps {
             by_key,
             default_tokens: l.data_string_tokens,
+        }
+    }
+
+    /// The most tokens any move of this grammar can take: the decoder's budget for it
+    /// (so a decode always ends with a complete move). Derived from the Lark grammar's
+    /// shape: every token outside strings carries at least one byte, so fixed text and
+    /// numbers count one token per byte; a string counts its token bound plus
+    /// [`STRING_OVERSHOOT_TOKENS`]. An over-estimate, never an under-estimate.
+    pub fn max_move_tokens(&self) -> usize {
+        let l = &self.limits;
+        let string = |cap: usize| cap + STRING_OVERSHOOT_TOKENS;
+        let sentence = string(l.sentence_tokens);
+        let dstr = string(l.data_string_tokens);
+        let thought = if l.thought_tokens > 0 {
+            r#"{"thought":"#.len() + string(l.thought_tokens) + 1
+        } else {
+            0
+        };
+        // `"null"`, a string, or an object / array of `data_entries` scalars.
+        let scalar = dstr.max(NUMBER_MAX_BYTES).max("false".len());
+        let entries = l.data_entries.max(1);
+        let data = (2 + entries * (dstr + 1 + scalar) + entries)
+            .max(2 + entries * (scalar + 1))
+            .max(dstr);
+        let done = r#"{"kind":"done","summary":"#.len()
+            + sentence
+            + r#","extracted_data":"#.len()
+            + data
+            + 1;
+        let fail = r#"{"kind":"fail","reason":"#.len() + sentence + 1;
+        let clarify = r#"{"kind":"clarify","question":"#.len() + sentence + 1;
+        let mut longest = done.max(fail).max(clarify);
+        if let Some(action) = self
+            .actions
+            .iter()
+            .map(|a| self.action_max_tokens(*a))
+            .max()
+        {
+            let step = r#"{"purpose":"#.len()
+                + sentence
+                + r#","kind":"llm_assisted""#.len()
+                + r#","action":"#.len()
+                + action
+                + 1;
+            let batch = r#"{"kind":"batch","purpose":"#.len()
+                + sentence
+                + r#","steps":["#.len()
+                + l.max_steps * (step + 1)
+                + 2;
+            longest = longest.max(batch);
+        }
+        thought + longest
+    }
+
+    fn action_max_tokens(&self, kind: ActionKind) -> usize {
+        let l = &self.limits;
+        let text = l.text_tokens + STRING_OVERSHOOT_TOKENS;
+        let target = self
+            .target_ids
+            .iter()
+            .map(|id| json_string(id).len())
+            .max()
+            .unwrap_or(0)
+            .max(r#""xy:1000,1000""#.len());
+        let key = KEY_NAMES.iter().map(|k| k.len() + 2).max().unwrap_or(0);
+        let int = |max: u32| max.to_string().len() + 1;
+        // `{"type":"…",` and the closing brace.
+        let head = r#"{"type":"","#.len() + kind.tag().len() + 1;
+        head + match kind {
+            ActionKind::Click => r#""target_id":"#.len() + target,
+            ActionKind::Type => r#""target_id":"#.len() + target + r#","text":"#.len() + text,
+            ActionKind::Key => r#""key":"#.len() + key,
+            ActionKind::KeyCombo => r#""keys":["#.len() + 4 * (key + 1) + 1,
+            ActionKind::SetValue => r#""target_id":"#.len() + target + r#","value":"#.len() + text,
+            ActionKind::Scroll => r#""dx":,"dy":"#.len() + 2 * int(l.max_scroll),
+            ActionKind::Drag => r#""from_target_id":,"to_target_id":"#.len() + 2 * target,
+            ActionKind::Wait => r#""ms":"#.len() + int(l.max_wait_ms),
+            ActionKind::Select => {
+                r#""from_x":,"from_y":,"to_x":,"to_y":"#.len() + 4 * int(COORDINATE_MAX)
+            }
+            ActionKind::Extract => r#""goal":,"data":"#.len() + 2 * text,
+            ActionKind::Navigate => r#""url":"#.len() + text,
+            ActionKind::CdpEval => r#""expression":"#.len() + text,
         }
     }
 
@@ -595,6 +716,12 @@ impl MoveSpec {
             ("kind", json!({"const": "clarify"})),
             ("question", sentence),
         ]));
+        if l.thought_tokens > 0 {
+            let thought = string(l.thought_tokens);
+            for variant in &mut variants {
+                with_thought_first(variant, &thought);
+            }
+        }
         json!({
             "x-guidance": {"whitespace_flexible": false, "item_separator": ",", "key_separator": ":"},
             "anyOf": variants,
@@ -673,12 +800,24 @@ impl MoveSpec {
             kinds.push("batch");
         }
         kinds.extend(["done", "fail", "clarify"]);
-        g += &format!("start: {}\n", kinds.join(" | "));
+        // With a thought, the move object opens with it and each kind's rule starts
+        // after the `{`: `{"thought":"…","kind":…}`.
+        let open = if l.thought_tokens > 0 {
+            g += &format!(
+                "start: {} sentence \",\" ({})\n",
+                lit(r#"{"thought":"#),
+                kinds.join(" | ")
+            );
+            ""
+        } else {
+            g += &format!("start: {}\n", kinds.join(" | "));
+            "{"
+        };
         if !self.actions.is_empty() {
             let more_steps = l.max_steps - 1;
             g += &format!(
                 "batch: {} sentence {} step ({} step){{0,{more_steps}}} \"]}}\"\n",
-                lit(r#"{"kind":"batch","purpose":"#),
+                lit(&format!(r#"{open}"kind":"batch","purpose":"#)),
                 lit(r#","steps":["#),
                 lit(","),
             );
@@ -708,16 +847,16 @@ impl MoveSpec {
         }
         g += &format!(
             "done: {} sentence {} data \"}}\"\n",
-            lit(r#"{"kind":"done","summary":"#),
+            lit(&format!(r#"{open}"kind":"done","summary":"#)),
             lit(r#","extracted_data":"#),
         );
         g += &format!(
             "fail: {} sentence \"}}\"\n",
-            lit(r#"{"kind":"fail","reason":"#)
+            lit(&format!(r#"{open}"kind":"fail","reason":"#))
         );
         g += &format!(
             "clarify: {} sentence \"}}\"\n",
-            lit(r#"{"kind":"clarify","question":"#)
+            lit(&format!(r#"{open}"kind":"clarify","question":"#))
         );
 
         // Strings: one unbounded lexeme, so llguidance answers masks inside them from
@@ -842,6 +981,9 @@ pub(crate) const STRING_BODY: &str = r#"(?:[^"\\\x00-\x1F\x7F]|\\["\\\/bfnrt])+"
 /// A JSON number of bounded size (no exponent).
 const NUMBER: &str = r"-?(?:0|[1-9][0-9]{0,14})(?:\.[0-9]{1,6})?";
 
+/// Longest text [`NUMBER`] matches: sign, 15 digits, point, 6 digits.
+const NUMBER_MAX_BYTES: usize = 1 + 15 + 1 + 6;
+
 /// The `xy:X,Y` pattern, X and Y integers 0..=1000 without leading zeros.
 pub fn coordinate_regex() -> String {
     let c = int_regex(COORDINATE_MAX, false);
@@ -925,6 +1067,22 @@ fn step_kind_tag(kind: StepKind) -> &'static str {
     match kind {
         StepKind::Deterministic => "deterministic",
         StepKind::LlmAssisted => "llm_assisted",
+    }
+}
+
+/// Put a required `thought` property first in a move variant's object schema.
+fn with_thought_first(variant: &mut Value, thought: &Value) {
+    let Some(object) = variant.as_object_mut() else {
+        return;
+    };
+    if let Some(Value::Object(properties)) = object.get_mut("properties") {
+        let mut reordered = Map::new();
+        reordered.insert("thought".to_string(), thought.clone());
+        reordered.extend(std::mem::take(properties));
+        *properties = reordered;
+    }
+    if let Some(Value::Array(required)) = object.get_mut("required") {
+        required.insert(0, json!("thought"));
     }
 }
 

@@ -61,6 +61,7 @@ pub struct TokenEnv {
     n_vocab: usize,
     tokenizer_vocab: usize,
     closers: Arc<SimpleVob>,
+    finishers: Arc<SimpleVob>,
 }
 
 impl std::fmt::Debug for TokenEnv {
@@ -181,9 +182,13 @@ impl TokenEnv {
         };
         let trie = TokTrie::from(&info, &words);
         let mut closers = trie.alloc_token_set();
+        let mut finishers = trie.alloc_token_set();
         for (id, word) in words.iter().enumerate() {
             if closes_string(word) {
                 closers.allow_token(id as TokenId);
+            }
+            if finishes_character(word) {
+                finishers.allow_token(id as TokenId);
             }
         }
         let env: TokEnv = Arc::new(HfTokenizerEnv {
@@ -205,6 +210,7 @@ impl TokenEnv {
             n_vocab,
             tokenizer_vocab,
             closers: Arc::new(closers),
+            finishers: Arc::new(finishers),
         })
     }
 
@@ -245,6 +251,15 @@ impl TokenEnv {
         &self.closers
     }
 
+    /// Tokens that only finish a UTF-8 character already begun: one to three
+    /// continuation bytes (`0x80..=0xBF`) and nothing else. When a string has used its
+    /// token bound in the middle of a character, the decoder allows only these until
+    /// the character is whole and the string can close, so a bounded string overshoots
+    /// its bound by at most three tokens (see `MoveSpec::max_move_tokens`).
+    pub fn character_finishers(&self) -> &SimpleVob {
+        &self.finishers
+    }
+
     /// The bytes of one token (empty for padding ids and ids out of range).
     pub fn token_bytes_of(&self, token: TokenId) -> &[u8] {
         let trie = self.env.tok_trie();
@@ -271,6 +286,10 @@ impl TokenEnv {
 }
 
 /// Whether a token's bytes hold a `"` with no backslash before it (in the token).
+fn finishes_character(word: &[u8]) -> bool {
+    (1..=3).contains(&word.len()) && word.iter().all(|b| (0x80..=0xBF).contains(b))
+}
+
 fn closes_string(word: &[u8]) -> bool {
     match word.iter().position(|&b| b == b'"') {
         Some(q) => {

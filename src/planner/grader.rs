@@ -1,28 +1,37 @@
-//! The `verify_done` grader head (DESIGN.md, decision 7).
+//! The `verify_done` grader (ARCHITECTURE.md, "grader head").
 //!
-//! After one forward pass over the grader question (see
-//! [`render_grader_question`](crate::planner::prompt::render_grader_question)), a linear head on
-//! the last hidden state gives five logits: the verdict, then one per [`NextActionHint`].
+//! The grader asks its own question under its own short system turn
+//! ([`GRADER_SYSTEM_PROMPT`](crate::planner::prompt::GRADER_SYSTEM_PROMPT)): the screen,
+//! the goal, the agent's claim, "Yes or No?". Two heads read the answer:
 //!
-//! **Zero-shot weights** come from the language-model head: the question asks for one answer
-//! word, so the row of `Yes` against the mean of the four other answers' rows is the verdict,
-//! and each answer's row is its hint's logit. No training, no extra file.
+//! - **Zero-shot** ([`GraderHead::zero_shot`]): the verdict logit is the log-sum-exp of the
+//!   next-token logits over the tokenizer's single-token spellings of yes ([`YES_SPELLINGS`])
+//!   minus the same over no ([`NO_SPELLINGS`]), plus [`ZERO_SHOT_BIAS`]. Only when the claim
+//!   is rejected, a second, constrained one-word answer (the four [`HINT_WORDS`]' logits
+//!   after a follow-up question) gives the hint.
+//! - **Trained** ([`GraderHead::load`]): a linear head on the last hidden state, a
+//!   safetensors file with `weight` `(5, hidden)` and `bias` `(5,)` (f32, f16 or bf16), rows
+//!   `verdict, retry_last_action, different_action, different_target, give_up`, fitted by
+//!   [`fit_head`] (`sightline grader fit`) on labelled [`GraderExample`]s.
 //!
-//! **A trained head** replaces them: a safetensors file with `weight` `(5, hidden)` and `bias`
-//! `(5,)` (f32, f16 or bf16), rows in the order `verdict, retry_last_action, different_action,
-//! different_target, give_up`. `verified = sigmoid(verdict) >= threshold`.
+//! `verified = p(done) >= threshold` either way.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Tensor};
-use cel_contracts::{DoneVerdict, NextActionHint};
+use cel_contracts::{DoneVerdict, NextActionHint, PlanningView};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::model::VisionLanguageModel;
 use crate::planner::prompt::PromptRenderer;
 
-/// The answer word that means "done".
-pub const YES_WORD: &str = "Yes";
+/// Spellings of yes the zero-shot verdict sums over (those that are one token).
+pub const YES_SPELLINGS: [&str; 6] = ["Yes", " Yes", "yes", " yes", "YES", " YES"];
+/// Spellings of no, likewise.
+pub const NO_SPELLINGS: [&str; 6] = ["No", " No", "no", " no", "NO", " NO"];
 /// The answer words for the four hints, in [`HINTS`] order.
 pub const HINT_WORDS: [&str; 4] = ["Retry", "Switch", "Target", "Stop"];
 /// The hints, in the head's row order (after the verdict row).
@@ -35,11 +44,35 @@ pub const HINTS: [NextActionHint; 4] = [
 /// Rows of the head: the verdict and the four hints.
 pub const HEAD_ROWS: usize = 5;
 
-/// A linear head `(5, hidden)` + bias over the last hidden state.
+/// The zero-shot verdict's bias, in nats. A false "done" ends a run with a wrong claim,
+/// while a false "not done" costs one more turn, so a tie must reject: at -1 a model
+/// whose yes and no spellings are equally likely gives p(done) = sigmoid(-1) = 0.27,
+/// and the claim passes the default threshold of 0.5 once yes is e ≈ 2.7 times as likely
+/// as no. Chosen by that argument, not fitted: a trained head replaces it with a bias
+/// fitted on the user's own examples.
+pub const ZERO_SHOT_BIAS: f32 = -1.0;
+
+/// How a verdict is read from the model.
 #[derive(Debug, Clone)]
-pub struct GraderHead {
-    weight: Tensor,
-    bias: Tensor,
+pub enum GraderHead {
+    /// Log-sum-exp of the yes spellings' logits against the no spellings'.
+    ZeroShot {
+        /// Token ids of the one-token yes spellings.
+        yes: Vec<u32>,
+        /// Token ids of the one-token no spellings.
+        no: Vec<u32>,
+        /// Token ids of the hint words, in [`HINTS`] order.
+        hints: [u32; 4],
+        /// Added to the verdict logit.
+        bias: f32,
+    },
+    /// A linear head `(5, hidden)` + bias over the last hidden state.
+    Trained {
+        /// `(5, hidden)`, f32.
+        weight: Tensor,
+        /// `(5,)`, f32.
+        bias: Tensor,
+    },
 }
 
 /// The head's five numbers for one question.
@@ -52,19 +85,26 @@ pub struct GraderLogits {
 }
 
 impl GraderHead {
-    /// Zero-shot weights from `model`'s language-model head rows for the answer words.
-    pub fn zero_shot(model: &dyn VisionLanguageModel, renderer: &PromptRenderer) -> Result<Self> {
-        let mut ids = vec![renderer.answer_token(YES_WORD)?];
-        for word in HINT_WORDS {
-            ids.push(renderer.answer_token(word)?);
+    /// The zero-shot head for `renderer`'s tokenizer. Errors when the tokenizer spells
+    /// neither yes nor no (or a hint word) as one token.
+    pub fn zero_shot(renderer: &PromptRenderer) -> Result<Self> {
+        let yes = renderer.single_token_words(&YES_SPELLINGS)?;
+        let no = renderer.single_token_words(&NO_SPELLINGS)?;
+        if yes.is_empty() || no.is_empty() {
+            return Err(Error::Tokenizer(
+                "the tokenizer has no one-token spelling of yes or no: the zero-shot grader needs them".into(),
+            ));
         }
-        let rows = model.lm_head_rows(&ids)?.to_dtype(DType::F32)?; // (5, hidden)
-        let yes = rows.narrow(0, 0, 1)?;
-        let hints = rows.narrow(0, 1, 4)?;
-        let verdict = (yes - hints.mean_keepdim(0)?)?;
-        let weight = Tensor::cat(&[&verdict, &hints], 0)?;
-        let bias = Tensor::zeros(HEAD_ROWS, DType::F32, weight.device())?;
-        Ok(GraderHead { weight, bias })
+        let mut hints = [0u32; 4];
+        for (slot, word) in hints.iter_mut().zip(HINT_WORDS) {
+            *slot = renderer.answer_token(word)?;
+        }
+        Ok(GraderHead::ZeroShot {
+            yes,
+            no,
+            hints,
+            bias: ZERO_SHOT_BIAS,
+        })
     }
 
     /// A head from explicit weights `(5, hidden)` and bias `(5,)`.
@@ -76,7 +116,7 @@ impl GraderHead {
         if bias.dims() != [HEAD_ROWS] {
             return Err(shape_error("bias", &bias));
         }
-        Ok(GraderHead {
+        Ok(GraderHead::Trained {
             weight: weight.to_dtype(DType::F32)?,
             bias: bias.to_dtype(DType::F32)?,
         })
@@ -95,34 +135,129 @@ impl GraderHead {
         };
         let head = Self::from_tensors(get("weight")?, get("bias")?)
             .map_err(|e| Error::model_file(path, e.to_string()))?;
-        let (_, hidden) = head.weight.dims2()?;
-        if hidden != hidden_size {
-            return Err(Error::model_file(
-                path,
-                format!("grader head is for hidden size {hidden}, the model has {hidden_size}"),
-            ));
+        if let GraderHead::Trained { weight, .. } = &head {
+            let (_, hidden) = weight.dims2()?;
+            if hidden != hidden_size {
+                return Err(Error::model_file(
+                    path,
+                    format!("grader head is for hidden size {hidden}, the model has {hidden_size}"),
+                ));
+            }
         }
         Ok(head)
     }
 
-    /// Apply the head to a hidden state `(hidden,)`.
-    pub fn apply(&self, hidden: &Tensor) -> Result<GraderLogits> {
+    /// Apply a trained head to a hidden state `(hidden,)`; `None` for the zero-shot head.
+    pub fn apply(&self, hidden: &Tensor) -> Result<Option<GraderLogits>> {
+        let GraderHead::Trained { weight, bias } = self else {
+            return Ok(None);
+        };
         let hidden = hidden
-            .to_device(self.weight.device())?
+            .flatten_all()?
+            .to_device(weight.device())?
             .to_dtype(DType::F32)?
             .unsqueeze(1)?;
-        let logits = (self.weight.matmul(&hidden)?.squeeze(1)? + &self.bias)?.to_vec1::<f32>()?;
-        Ok(GraderLogits {
+        let logits = (weight.matmul(&hidden)?.squeeze(1)? + bias)?.to_vec1::<f32>()?;
+        Ok(Some(GraderLogits {
             verdict: logits[0],
             hints: [logits[1], logits[2], logits[3], logits[4]],
+        }))
+    }
+
+    /// p(done) from the question's next-token `logits` `(vocab,)` and last `hidden`
+    /// state, with the hint logits when the head gives them at once (trained); `None`
+    /// means: ask the follow-up and read [`hint_logits`](Self::hint_logits).
+    pub fn verdict_logit(
+        &self,
+        logits: &Tensor,
+        hidden: &Tensor,
+    ) -> Result<(f32, Option<[f32; 4]>)> {
+        match self {
+            GraderHead::ZeroShot { yes, no, bias, .. } => {
+                let row = logits
+                    .flatten_all()?
+                    .to_dtype(DType::F32)?
+                    .to_vec1::<f32>()?;
+                let verdict = log_sum_exp(&row, yes)? - log_sum_exp(&row, no)? + bias;
+                Ok((sigmoid(verdict), None))
+            }
+            GraderHead::Trained { .. } => {
+                let out = self.apply(hidden)?.ok_or_else(|| {
+                    Error::InvalidInput("a trained grader head gave no logits".into())
+                })?;
+                Ok((out.p_done(), Some(out.hints)))
+            }
+        }
+    }
+
+    /// The hint words' logits from the follow-up's next-token `logits` (the constrained
+    /// one-word answer). A trained head has no word ids: it answers from its own rows.
+    pub fn hint_logits(&self, logits: &Tensor) -> Result<[f32; 4]> {
+        let GraderHead::ZeroShot { hints, .. } = self else {
+            return Err(Error::InvalidInput(
+                "a trained grader head gives its hints with the verdict".into(),
+            ));
+        };
+        let row = logits
+            .flatten_all()?
+            .to_dtype(DType::F32)?
+            .to_vec1::<f32>()?;
+        let mut out = [0f32; 4];
+        for (slot, id) in out.iter_mut().zip(hints) {
+            *slot = *row.get(*id as usize).ok_or_else(|| {
+                Error::InvalidInput(format!("hint token {id} is past the logits row"))
+            })?;
+        }
+        Ok(out)
+    }
+}
+
+/// `log Σ exp(row[id])` over `ids`, computed stably. Errors on an id past the row.
+pub fn log_sum_exp(row: &[f32], ids: &[u32]) -> Result<f32> {
+    let values: Vec<f32> = ids
+        .iter()
+        .map(|&id| {
+            row.get(id as usize).copied().ok_or_else(|| {
+                Error::InvalidInput(format!("token {id} is past a logits row of {}", row.len()))
+            })
         })
+        .collect::<Result<_>>()?;
+    let max = values.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if !max.is_finite() {
+        return Ok(max);
+    }
+    Ok(max + values.iter().map(|v| (v - max).exp()).sum::<f32>().ln())
+}
+
+fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// The verdict for a rejected claim with probability `p`: the hint the logits favour
+/// and a one-sentence reason.
+pub fn rejection(p: f32, hints: [f32; 4]) -> DoneVerdict {
+    let hint = GraderLogits {
+        verdict: 0.0,
+        hints,
+    }
+    .hint();
+    let lacking = match hint {
+        NextActionHint::RetryLastAction => "the last action does not seem to have taken effect",
+        NextActionHint::DifferentAction => "the screen does not show the goal reached; this kind of action is not getting there",
+        NextActionHint::DifferentTarget => "the screen does not show the goal reached; the action seems to have hit the wrong element",
+        NextActionHint::GiveUp => "the goal does not look reachable from this screen",
+    };
+    DoneVerdict {
+        verified: false,
+        reason: format!("Not verified (p={p:.2}): {lacking}."),
+        next_action_hint: Some(hint),
     }
 }
 
 impl GraderLogits {
     /// Probability that the goal is done.
     pub fn p_done(&self) -> f32 {
-        1.0 / (1.0 + (-self.verdict).exp())
+        sigmoid(self.verdict)
     }
 
     /// The most likely hint.
@@ -146,18 +281,7 @@ impl GraderLogits {
                 next_action_hint: None,
             };
         }
-        let hint = self.hint();
-        let lacking = match hint {
-            NextActionHint::RetryLastAction => "the last action does not seem to have taken effect",
-            NextActionHint::DifferentAction => "the screen does not show the goal reached; this kind of action is not getting there",
-            NextActionHint::DifferentTarget => "the screen does not show the goal reached; the action seems to have hit the wrong element",
-            NextActionHint::GiveUp => "the goal does not look reachable from this screen",
-        };
-        DoneVerdict {
-            verified: false,
-            reason: format!("Not verified (p={p:.2}): {lacking}."),
-            next_action_hint: Some(hint),
-        }
+        rejection(p, self.hints)
     }
 }
 
@@ -171,9 +295,343 @@ fn shape_error(name: &str, t: &Tensor) -> Error {
     }
 }
 
+/// One labelled (or, as `run --trace` writes it, to-be-labelled) done claim: a line of
+/// the JSONL file `grader fit` reads.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GraderExample {
+    /// The screenshot the claim was judged on (PNG or JPEG), relative to the JSONL file.
+    pub screenshot: PathBuf,
+    /// The view at the time; absent: an empty desktop view.
+    #[serde(default)]
+    pub view: Option<PlanningView>,
+    /// The user's goal.
+    pub goal: String,
+    /// What the agent claimed.
+    pub summary: String,
+    /// The label: was the goal really done? `null` until a person labels it.
+    #[serde(default)]
+    pub verified: Option<bool>,
+    /// The label's hint when not done (`retry_last_action`, `different_action`,
+    /// `different_target`, `give_up`).
+    #[serde(default)]
+    pub hint: Option<NextActionHint>,
+    /// What the grader said at run time (written by `run --trace`; ignored by `fit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grader_verified: Option<bool>,
+}
+
+/// Settings of [`fit_head`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FitOptions {
+    /// Seed of the train / held-out split.
+    pub seed: u64,
+    /// Share of the examples held out for the accuracy, in (0, 1).
+    pub held_out: f32,
+    /// Gradient-descent steps.
+    pub steps: usize,
+    /// Step size (on standardized features).
+    pub learning_rate: f32,
+    /// L2 penalty on the weights.
+    pub l2: f32,
+}
+
+impl Default for FitOptions {
+    fn default() -> Self {
+        FitOptions {
+            seed: 0,
+            held_out: 0.25,
+            steps: 500,
+            learning_rate: 0.5,
+            l2: 1e-3,
+        }
+    }
+}
+
+/// A fitted head and how well it does.
+#[derive(Debug, Clone)]
+pub struct FitReport {
+    /// `(5, hidden)` row-major.
+    pub weight: Vec<f32>,
+    /// `(5,)`.
+    pub bias: Vec<f32>,
+    /// Hidden size.
+    pub hidden: usize,
+    /// Verdict accuracy on the training part.
+    pub train_accuracy: f32,
+    /// Verdict accuracy on the held-out part.
+    pub held_out_accuracy: f32,
+    /// Examples in each part.
+    pub train_len: usize,
+    /// Examples held out.
+    pub held_out_len: usize,
+}
+
+impl FitReport {
+    /// Write the head as safetensors (`weight`, `bias`, f32).
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let weight = Tensor::from_vec(self.weight.clone(), (HEAD_ROWS, self.hidden), &Device::Cpu)?;
+        let bias = Tensor::from_vec(self.bias.clone(), HEAD_ROWS, &Device::Cpu)?;
+        candle_core::safetensors::save(
+            &std::collections::HashMap::from([
+                ("weight".to_string(), weight),
+                ("bias".to_string(), bias),
+            ]),
+            path,
+        )
+        .map_err(|e| Error::model_file(path, format!("cannot write the grader head: {e}")))
+    }
+}
+
+/// Fit the `(5, hidden)` head by logistic regression on hidden states: the verdict row on
+/// every example's `verified` label, each hint row one-against-the-rest on the rejected
+/// examples that carry a hint. Features are standardized with the training part's mean
+/// and spread, and the scaling folded into the saved weights. Deterministic: a seeded
+/// split, full-batch gradient descent from zeros.
+pub fn fit_head(
+    features: &[Vec<f32>],
+    verified: &[bool],
+    hints: &[Option<NextActionHint>],
+    options: &FitOptions,
+) -> Result<FitReport> {
+    let n = features.len();
+    if n < 4 || verified.len() != n || hints.len() != n {
+        return Err(Error::InvalidInput(format!(
+            "grader fit needs at least 4 labelled examples with one label each, got {n}"
+        )));
+    }
+    let hidden = features[0].len();
+    if hidden == 0 || features.iter().any(|f| f.len() != hidden) {
+        return Err(Error::InvalidInput(
+            "hidden states of different sizes".into(),
+        ));
+    }
+    if !(options.held_out > 0.0 && options.held_out < 1.0) {
+        return Err(Error::InvalidInput(format!(
+            "held-out share {} is not in (0, 1)",
+            options.held_out
+        )));
+    }
+    let mut order: Vec<usize> = (0..n).collect();
+    order.shuffle(&mut StdRng::seed_from_u64(options.seed));
+    let held = ((n as f32 * options.held_out).round() as usize).clamp(1, n - 1);
+    let (test, train) = order.split_at(held);
+
+    let mut mean = vec![0f32; hidden];
+    let mut spread = vec![0f32; hidden];
+    for &i in train {
+        for (m, x) in mean.iter_mut().zip(&features[i]) {
+            *m += x / train.len() as f32;
+        }
+    }
+    for &i in train {
+        for ((s, x), m) in spread.iter_mut().zip(&features[i]).zip(&mean) {
+            *s += (x - m) * (x - m) / train.len() as f32;
+        }
+    }
+    let spread: Vec<f32> = spread.iter().map(|v| v.sqrt().max(1e-6)).collect();
+    let standard = |i: usize| -> Vec<f32> {
+        features[i]
+            .iter()
+            .zip(&mean)
+            .zip(&spread)
+            .map(|((x, m), s)| (x - m) / s)
+            .collect()
+    };
+    let train_x: Vec<Vec<f32>> = train.iter().map(|&i| standard(i)).collect();
+
+    let mut weight = vec![0f32; HEAD_ROWS * hidden];
+    let mut bias = vec![0f32; HEAD_ROWS];
+    // Row 0: the verdict, on every training example.
+    let labels: Vec<Option<bool>> = train.iter().map(|&i| Some(verified[i])).collect();
+    let (w, b) = logistic(&train_x, &labels, options);
+    weight[..hidden].copy_from_slice(&w);
+    bias[0] = b;
+    // Rows 1..5: each hint against the others, on rejected examples with a hint.
+    for (row, hint) in HINTS.iter().enumerate() {
+        let labels: Vec<Option<bool>> = train
+            .iter()
+            .map(|&i| match (verified[i], hints[i]) {
+                (false, Some(h)) => Some(h == *hint),
+                _ => None,
+            })
+            .collect();
+        let (w, b) = logistic(&train_x, &labels, options);
+        weight[(row + 1) * hidden..(row + 2) * hidden].copy_from_slice(&w);
+        bias[row + 1] = b;
+    }
+    // Fold the standardization in: w·(x - m)/s + b = (w/s)·x + (b - Σ w m / s).
+    for row in 0..HEAD_ROWS {
+        let w = &mut weight[row * hidden..(row + 1) * hidden];
+        let mut shift = 0f32;
+        for ((wj, m), s) in w.iter_mut().zip(&mean).zip(&spread) {
+            *wj /= s;
+            shift += *wj * m;
+        }
+        bias[row] -= shift;
+    }
+    let accuracy = |part: &[usize]| {
+        let right = part
+            .iter()
+            .filter(|&&i| {
+                let z: f32 = weight[..hidden]
+                    .iter()
+                    .zip(&features[i])
+                    .map(|(w, x)| w * x)
+                    .sum::<f32>()
+                    + bias[0];
+                (z >= 0.0) == verified[i]
+            })
+            .count();
+        right as f32 / part.len() as f32
+    };
+    Ok(FitReport {
+        train_accuracy: accuracy(train),
+        held_out_accuracy: accuracy(test),
+        train_len: train.len(),
+        held_out_len: test.len(),
+        weight,
+        bias,
+        hidden,
+    })
+}
+
+/// Binary logistic regression by full-batch gradient descent on the examples with a
+/// label; zeros when none has one.
+fn logistic(xs: &[Vec<f32>], labels: &[Option<bool>], options: &FitOptions) -> (Vec<f32>, f32) {
+    let hidden = xs.first().map_or(0, Vec::len);
+    let mut w = vec![0f32; hidden];
+    let mut b = 0f32;
+    let labelled: Vec<(&Vec<f32>, f32)> = xs
+        .iter()
+        .zip(labels)
+        .filter_map(|(x, y)| y.map(|y| (x, if y { 1.0 } else { 0.0 })))
+        .collect();
+    if labelled.is_empty() {
+        return (w, -10.0);
+    }
+    let n = labelled.len() as f32;
+    let mut grad = vec![0f32; hidden];
+    for _ in 0..options.steps {
+        grad.iter_mut().for_each(|g| *g = 0.0);
+        let mut grad_b = 0f32;
+        for (x, y) in &labelled {
+            let z: f32 = w.iter().zip(x.iter()).map(|(w, x)| w * x).sum::<f32>() + b;
+            let err = sigmoid(z) - y;
+            for (g, xj) in grad.iter_mut().zip(x.iter()) {
+                *g += err * xj;
+            }
+            grad_b += err;
+        }
+        for (wj, g) in w.iter_mut().zip(&grad) {
+            *wj -= options.learning_rate * (g / n + options.l2 * *wj);
+        }
+        b -= options.learning_rate * grad_b / n;
+    }
+    (w, b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decode::TokenEnv;
+    use crate::model::scripted::{Script, ScriptedModel};
+    use std::sync::Arc;
+
+    /// The zero-shot head and a scripted model over the real Qwen vocabulary.
+    fn zero_shot_and_model(target: &str) -> Result<(GraderHead, ScriptedModel)> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/fixtures/tokenizer.json.gz");
+        let tokenizer = crate::tokenizer::load_tokenizer(&path)?;
+        let env = TokenEnv::from_tokenizer(&tokenizer, 151_936)?;
+        let head = GraderHead::zero_shot(&PromptRenderer::new(tokenizer)?)?;
+        let model = ScriptedModel::new(
+            Arc::new(env.token_bytes()),
+            env.eos(),
+            Script::Steer {
+                target: target.as_bytes().to_vec(),
+                prompt_len: 0,
+            },
+        )?;
+        Ok((head, model))
+    }
+
+    #[test]
+    fn zero_shot_rejects_when_yes_and_no_logits_are_equal() -> Result<()> {
+        // Steering toward unrelated text leaves every yes and no spelling at logit 0.
+        let (head, model) = zero_shot_and_model("zzz")?;
+        let logits = model.logits()?;
+        let hidden = Tensor::zeros(8, DType::F32, &Device::Cpu)?;
+        let (p, hints) = head.verdict_logit(&logits, &hidden)?;
+        assert!(hints.is_none(), "the zero-shot hint comes from a follow-up");
+        assert!(p < 0.5, "p = {p}");
+        assert!((p - sigmoid(ZERO_SHOT_BIAS)).abs() < 1e-6, "p = {p}");
+        let GraderHead::ZeroShot { yes, no, .. } = &head else {
+            return Err(Error::InvalidInput("not zero-shot".into()));
+        };
+        assert!(yes.len() >= 4 && no.len() >= 4, "{yes:?} {no:?}");
+        Ok(())
+    }
+
+    #[test]
+    fn zero_shot_accepts_when_the_model_says_yes_and_sums_over_spellings() -> Result<()> {
+        // Steering toward "Yes" lifts the one-token spellings that start it.
+        let (head, model) = zero_shot_and_model("Yes")?;
+        let (p, _) = head.verdict_logit(
+            &model.logits()?,
+            &Tensor::zeros(8, DType::F32, &Device::Cpu)?,
+        )?;
+        assert!(p > 0.9, "p = {p}");
+        let (head, model) = zero_shot_and_model("No")?;
+        let (p, _) = head.verdict_logit(
+            &model.logits()?,
+            &Tensor::zeros(8, DType::F32, &Device::Cpu)?,
+        )?;
+        assert!(p < 0.1, "p = {p}");
+        // Log-sum-exp: two spellings at 0 and one at ln 2 sum to ln 4.
+        let lse = log_sum_exp(&[0.0, 0.0, 2f32.ln()], &[0, 1, 2])?;
+        assert!((lse - 4f32.ln()).abs() < 1e-6);
+        Ok(())
+    }
+
+    #[test]
+    fn fitting_separates_a_linear_signal_and_holds_out_a_seeded_part() -> Result<()> {
+        let mut rng = StdRng::seed_from_u64(3);
+        let mut features = Vec::new();
+        let mut verified = Vec::new();
+        for i in 0..80 {
+            let done = i % 2 == 0;
+            let mut x: Vec<f32> = (0..6)
+                .map(|_| rand::Rng::random_range(&mut rng, -1.0..1.0))
+                .collect();
+            x[2] += if done { 3.0 } else { -3.0 };
+            x[4] += 100.0; // an offset the standardization must fold back
+            features.push(x);
+            verified.push(done);
+        }
+        let hints: Vec<Option<NextActionHint>> = verified
+            .iter()
+            .map(|&v| (!v).then_some(NextActionHint::DifferentTarget))
+            .collect();
+        let report = fit_head(&features, &verified, &hints, &FitOptions::default())?;
+        assert_eq!((report.train_len, report.held_out_len), (60, 20));
+        assert!(report.held_out_accuracy >= 0.95, "{report:?}");
+        let again = fit_head(&features, &verified, &hints, &FitOptions::default())?;
+        assert_eq!(report.weight, again.weight, "deterministic");
+        // The saved head gives the same verdicts through `apply`.
+        let head = GraderHead::from_tensors(
+            Tensor::from_vec(report.weight.clone(), (HEAD_ROWS, 6), &Device::Cpu)?,
+            Tensor::from_vec(report.bias.clone(), HEAD_ROWS, &Device::Cpu)?,
+        )?;
+        let logits = head
+            .apply(&Tensor::new(features[1].as_slice(), &Device::Cpu)?)?
+            .ok_or_else(|| Error::InvalidInput("no logits".into()))?;
+        let verdict = logits.verdict(0.5);
+        assert!(!verdict.verified);
+        assert_eq!(
+            verdict.next_action_hint,
+            Some(NextActionHint::DifferentTarget)
+        );
+        Ok(())
+    }
 
     fn head_forcing(verdict: f32, hint: usize) -> Result<GraderHead> {
         // hidden = [1, 0, 0]: the logits are the weights' first column.
@@ -187,10 +645,14 @@ mod tests {
     #[test]
     fn forced_verdicts_and_hints_come_out_as_set() -> Result<()> {
         let hidden = Tensor::new(&[1f32, 0.0, 0.0], &Device::Cpu)?;
-        let yes = head_forcing(4.0, 0)?.apply(&hidden)?.verdict(0.5);
+        let apply = |head: GraderHead| -> Result<GraderLogits> {
+            head.apply(&hidden)?
+                .ok_or_else(|| Error::InvalidInput("no logits".into()))
+        };
+        let yes = apply(head_forcing(4.0, 0)?)?.verdict(0.5);
         assert!(yes.verified && yes.next_action_hint.is_none() && yes.reason.is_empty());
         for (i, want) in HINTS.iter().enumerate() {
-            let v = head_forcing(-4.0, i)?.apply(&hidden)?.verdict(0.5);
+            let v = apply(head_forcing(-4.0, i)?)?.verdict(0.5);
             assert!(!v.verified);
             assert_eq!(v.next_action_hint, Some(*want));
             assert!(v.reason.starts_with("Not verified"), "{}", v.reason);
@@ -201,7 +663,9 @@ mod tests {
     #[test]
     fn the_threshold_decides() -> Result<()> {
         let hidden = Tensor::new(&[1f32, 0.0, 0.0], &Device::Cpu)?;
-        let logits = head_forcing(0.0, 1)?.apply(&hidden)?; // p = 0.5
+        let logits = head_forcing(0.0, 1)?
+            .apply(&hidden)?
+            .ok_or_else(|| Error::InvalidInput("no logits".into()))?; // p = 0.5
         assert!(logits.verdict(0.5).verified);
         assert!(!logits.verdict(0.6).verified);
         Ok(())

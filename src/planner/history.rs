@@ -1,9 +1,17 @@
-//! Compact history: what the model is told about earlier steps (DESIGN.md, decision 6).
+//! History the model can read (ARCHITECTURE.md, "history is compact, but visible").
 //!
-//! Context is the scarcest resource of a small local model and prefill is the latency, so a
-//! step that landed says nothing (it only adds to a count), and a step that did not land gets
-//! one line: the fact first, then exactly one continuation. Lines never name an action type,
-//! so they cannot suggest a tool the model is not allowed to call this turn.
+//! Sightline renders every turn fresh, so the model sees no earlier assistant turn: the
+//! last [`DETAILED_STEPS`] steps are shown with their action (type, target, clipped text)
+//! and outcome; older ones are summarized as counts. A step that did nothing, failed or
+//! was refused states the fact first and offers exactly one continuation, and the
+//! continuation never names an action type, so it cannot suggest a tool the model is
+//! not allowed to call this turn.
+//!
+//! Cost: one pass over the records (retries collapse, repeats are found by hashing), so a
+//! history of any length renders in time and memory linear in it and text bounded by
+//! `DETAILED_STEPS` lines of clipped fields.
+
+use std::fmt::Write;
 
 use cel_contracts::{AttemptRecord, NextActionHint, PlannedAction};
 
@@ -72,7 +80,11 @@ impl Finding {
     /// The one line the model sees for this finding of `step` (its purpose), or `None` for a
     /// step that landed. `again` means the same step already ended the same way earlier.
     pub fn line(&self, step: &str, again: bool) -> Option<String> {
-        let step = quote(step);
+        self.line_for(&quote(step), again)
+    }
+
+    /// [`line`](Self::line) with the step already labelled (`Step "…" (click "ok")`).
+    fn line_for(&self, step: &str, again: bool) -> Option<String> {
         let again_word = if again { " again" } else { "" };
         Some(match self {
             Finding::Landed => return None,
@@ -155,48 +167,157 @@ fn clip(text: &str) -> String {
     }
 }
 
-/// The history section of a turn: a count of landed steps, then one line per step that did
-/// not land, oldest first. Consecutive tries of the same step collapse into their last one;
-/// a step that ends the same way as an earlier one is rendered in its `again` form.
+/// Steps shown in detail (action and outcome); older ones are summarized as counts.
+pub const DETAILED_STEPS: usize = 6;
+
+/// Longest text, target or goal quoted inside an action's description, in characters.
+const MAX_ACTION_TEXT_CHARS: usize = 40;
+
+/// The history section with the last [`DETAILED_STEPS`] steps in detail.
 pub fn render(history: &[AttemptRecord]) -> String {
-    let mut landed = 0usize;
-    let mut lines: Vec<String> = Vec::new();
-    // (step, finding) of every non-landed outcome so far, for the `again` form.
-    let mut seen: Vec<(String, Finding)> = Vec::new();
+    render_detailed(history, DETAILED_STEPS)
+}
+
+/// The history section of a turn: consecutive tries of the same step collapse into their
+/// last one; the last `detailed` steps get one line each (action and outcome, fact
+/// first), older ones a line of counts. A step that ends the same way as an earlier one
+/// is rendered in its `again` form.
+pub fn render_detailed(history: &[AttemptRecord], detailed: usize) -> String {
+    if history.is_empty() {
+        return "No steps yet.".to_string();
+    }
+    // Retries of one step (same purpose, same action) collapse into the last try.
+    let mut steps: Vec<&AttemptRecord> = Vec::new();
     let mut i = 0;
     while i < history.len() {
-        // Retries of one step (same purpose, same action) collapse into the last try.
         let mut last = i;
         while last + 1 < history.len() && same_step(&history[last + 1], &history[i]) {
             last += 1;
         }
-        let record = &history[last];
-        let finding = Finding::of(record);
-        match finding.line(&record.step_purpose, false) {
-            None => landed += 1,
-            Some(_) => {
-                let key = (record.step_purpose.clone(), finding.clone());
-                let again = seen.contains(&key);
-                lines.extend(finding.line(&record.step_purpose, again));
-                seen.push(key);
-            }
-        }
+        steps.push(&history[last]);
         i = last + 1;
     }
-    let mut out = match landed {
-        0 if lines.is_empty() => return "No steps yet.".to_string(),
-        0 => String::new(),
-        1 => "1 step landed.".to_string(),
-        n => format!("{n} steps landed."),
-    };
-    for line in lines {
+    let split = steps.len().saturating_sub(detailed);
+    // (step purpose, outcome) of every step that did not land, for the `again` form.
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut counts = [0usize; 5];
+    for record in &steps[..split] {
+        let finding = Finding::of(record);
+        counts[finding.class()] += 1;
+        if let Some(line) = finding.line(&record.step_purpose, false) {
+            seen.insert(line);
+        }
+    }
+    let mut out = String::new();
+    if split > 0 {
+        let names = [
+            "landed",
+            "did nothing",
+            "failed",
+            "refused",
+            "done claim rejected",
+        ];
+        let parts: Vec<String> = counts
+            .iter()
+            .zip(names)
+            .filter(|(n, _)| **n > 0)
+            .map(|(n, name)| format!("{n} {name}"))
+            .collect();
+        let _ = write!(
+            out,
+            "{split} earlier step{}: {}.",
+            if split == 1 { "" } else { "s" },
+            parts.join(", ")
+        );
+    }
+    if split < steps.len() {
         if !out.is_empty() {
             out.push('\n');
         }
-        out.push_str("- ");
+        let _ = write!(
+            out,
+            "Last {} step{}, oldest first:",
+            steps.len() - split,
+            if steps.len() - split == 1 { "" } else { "s" }
+        );
+    }
+    for record in &steps[split..] {
+        let finding = Finding::of(record);
+        let label = format!(
+            "{} ({})",
+            quote(&record.step_purpose),
+            describe(&record.action)
+        );
+        let line = match finding.line(&record.step_purpose, false) {
+            None => format!("{label} landed."),
+            Some(plain) => {
+                let again = !seen.insert(plain);
+                finding.line_for(&label, again).unwrap_or_default()
+            }
+        };
+        out.push_str("\n- ");
         out.push_str(&line);
     }
     out
+}
+
+impl Finding {
+    /// Index of the finding's kind in the older steps' counts.
+    fn class(&self) -> usize {
+        match self {
+            Finding::Landed => 0,
+            Finding::Null { .. } => 1,
+            Finding::EndedOnFailure { .. } => 2,
+            Finding::EndedOnRefusal { .. } => 3,
+            Finding::DoneRejected { .. } => 4,
+        }
+    }
+}
+
+/// What an action did, in a few words: its type, target and clipped text.
+pub fn describe(action: &PlannedAction) -> String {
+    let q = |text: &str| {
+        let clipped = match text.char_indices().nth(MAX_ACTION_TEXT_CHARS) {
+            Some((cut, _)) => format!("{}…", &text[..cut]),
+            None => text.to_string(),
+        };
+        serde_json::Value::String(clipped).to_string()
+    };
+    match action {
+        PlannedAction::Click { target_id, .. } => format!("click {}", q(target_id)),
+        PlannedAction::Type { target_id, text } => match target_id {
+            Some(target) => format!("type {} into {}", q(text), q(target)),
+            None => format!("type {}", q(text)),
+        },
+        PlannedAction::Key { key } => format!("key {}", q(key)),
+        PlannedAction::KeyCombo { keys } => {
+            let keys: Vec<&str> = keys.iter().take(4).map(String::as_str).collect();
+            format!("key_combo {}", q(&keys.join("+")))
+        }
+        PlannedAction::SetValue {
+            target_id, value, ..
+        } => format!("set_value {} on {}", q(value), q(target_id)),
+        PlannedAction::Scroll { dx, dy } => format!("scroll dx={dx} dy={dy}"),
+        PlannedAction::Drag {
+            from_target_id,
+            to_target_id,
+        } => format!("drag {} to {}", q(from_target_id), q(to_target_id)),
+        PlannedAction::Wait { ms } => format!("wait {ms} ms"),
+        PlannedAction::Select {
+            from_x,
+            from_y,
+            to_x,
+            to_y,
+        } => format!("select xy:{from_x},{from_y} to xy:{to_x},{to_y}"),
+        PlannedAction::Extract { goal, .. } => format!("extract {}", q(goal)),
+        PlannedAction::Navigate { url, .. } => format!("navigate {}", q(url)),
+        PlannedAction::CdpEval { expression } => format!("cdp_eval {}", q(expression)),
+        PlannedAction::Done { summary, .. } => format!("done {}", q(summary)),
+        other => serde_json::to_value(other)
+            .ok()
+            .and_then(|v| v.get("type").and_then(|t| t.as_str().map(str::to_string)))
+            .unwrap_or_else(|| "an action".to_string()),
+    }
 }
 
 fn same_step(a: &AttemptRecord, b: &AttemptRecord) -> bool {
@@ -232,14 +353,55 @@ mod tests {
     }
 
     #[test]
-    fn landed_steps_render_nothing_but_a_count() {
+    fn landed_steps_show_their_action() {
         let h = vec![
             record("open menu", click("xy:1,2"), true, None),
             record("pick item", click("xy:3,4"), true, None),
         ];
         assert_eq!(Finding::of(&h[0]).line("open menu", false), None);
-        assert_eq!(render(&h), "2 steps landed.");
+        assert_eq!(
+            render(&h),
+            "Last 2 steps, oldest first:\n- Step \"open menu\" (click \"xy:1,2\") landed.\n\
+             - Step \"pick item\" (click \"xy:3,4\") landed."
+        );
         assert_eq!(render(&[]), "No steps yet.");
+    }
+
+    #[test]
+    fn older_steps_are_counted_and_the_last_ones_detailed() {
+        let mut h: Vec<AttemptRecord> = (0..10_000)
+            .map(|i| {
+                record(
+                    &format!("step {i}"),
+                    click("xy:1,2"),
+                    i % 10 != 0,
+                    Some("missed"),
+                )
+            })
+            .collect();
+        h.push(record(
+            "type name",
+            PlannedAction::Type {
+                target_id: Some("name-field".into()),
+                text: "x".repeat(500),
+            },
+            false,
+            Some("the field is read-only"),
+        ));
+        let text = render(&h);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2 + DETAILED_STEPS, "{text}");
+        assert!(
+            lines[0].starts_with("9995 earlier steps: 8995 landed, 1000 failed."),
+            "{text}"
+        );
+        let last = lines[lines.len() - 1];
+        assert!(
+            last.starts_with("Step \"type name\" (type \"xxxx")
+                && last.contains("…\" into \"name-field\") failed: the field is read-only."),
+            "{last}"
+        );
+        assert!(text.len() < 2_000, "{} bytes", text.len());
     }
 
     #[test]
@@ -324,10 +486,15 @@ mod tests {
         ];
         let text = render(&h);
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], "1 step landed.");
+        assert_eq!(lines[0], "Last 3 steps, oldest first:");
         assert!(lines[1].contains("failed: timeout"), "{text}");
-        assert!(lines[2].contains("failed again: timeout"), "{text}");
-        assert!(lines[2].contains("another way"), "{text}");
+        assert!(
+            lines[3].contains("(click \"xy:6,6\") failed again: timeout"),
+            "{text}"
+        );
+        assert!(lines[3].contains("another way"), "{text}");
+        // Also when the first failure is among the summarized steps.
+        assert!(render_detailed(&h, 1).contains("failed again: timeout"));
     }
 
     #[test]
@@ -336,7 +503,10 @@ mod tests {
             record("click Save", click("xy:5,5"), false, Some("timeout")),
             record("click Save", click("xy:5,5"), true, None),
         ];
-        assert_eq!(render(&h), "1 step landed.");
+        assert_eq!(
+            render(&h),
+            "Last 1 step, oldest first:\n- Step \"click Save\" (click \"xy:5,5\") landed."
+        );
     }
 
     #[test]

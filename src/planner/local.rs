@@ -24,13 +24,13 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use candle_core::quantized::GgmlDType;
-use candle_core::Device;
+use candle_core::{Device, Tensor};
 use cel_contracts::{AttemptRecord, DoneVerdict, NextMove, PlanProducer, PlanningView};
 use tokenizers::Tokenizer;
 
 use crate::decode::{
-    decode_move, DecodeOptions, Grammar, GrammarEngine, GrammarOptions, MoveSpec, Sampling,
-    TokenEnv,
+    decode_move, move_thought, DecodeOptions, Grammar, GrammarEngine, GrammarOptions, MoveSpec,
+    Sampling, TokenEnv,
 };
 use crate::error::{Error, Result};
 use crate::image::{preprocess_bytes, PreprocessConfig};
@@ -38,8 +38,11 @@ use crate::model::qwen3_vl::Qwen3Vl;
 use crate::model::weights::{LoadOptions, ModelSource};
 use crate::model::{EncodedImage, VisionLanguageModel};
 use crate::planner::clarify::clarify_question;
-use crate::planner::grader::GraderHead;
-use crate::planner::prompt::{PromptRenderer, TaskInput};
+use crate::planner::grader::{rejection as rejected, GraderHead};
+use crate::planner::prompt::{
+    render_grader_question, render_view, trimmed_view, PromptRenderer, TaskInput,
+    GRADER_SYSTEM_PROMPT, SYSTEM_PROMPT,
+};
 
 /// Where the model runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -195,6 +198,11 @@ pub struct TurnStats {
     pub grammar: Duration,
     /// The whole turn.
     pub total: Duration,
+    /// What the prompt clipped, summarized or left out to respect its caps and the
+    /// view's token budget, one line each, and its token count (`decide_next` only).
+    pub truncation: Vec<String>,
+    /// The move's `"thought"`, when thinking is on.
+    pub thought: Option<String>,
 }
 
 impl TurnStats {
@@ -279,7 +287,7 @@ impl LocalPlanner {
         let renderer = PromptRenderer::new(tokenizer)?;
         let grader = match &options.grader_head {
             Some(path) => GraderHead::load(path, model.hidden_size(), model.device())?,
-            None => GraderHead::zero_shot(model.as_ref(), &renderer)?,
+            None => GraderHead::zero_shot(&renderer)?,
         };
         let engine = Engine {
             model,
@@ -290,7 +298,8 @@ impl LocalPlanner {
             decode: options.decode.clone(),
             grammar: options.grammar.clone(),
             threshold: options.grader_threshold,
-            system_len: None,
+            system: None,
+            last_prompt: String::new(),
             screen: None,
             image: None,
             last_stats: TurnStats::default(),
@@ -324,6 +333,18 @@ impl LocalPlanner {
     /// The stats of the last turn served.
     pub fn last_stats(&self) -> Result<TurnStats> {
         Ok(lock(&self.engine)?.last_stats.clone())
+    }
+
+    /// The last turn's prompt as text: system, screen (the image as an `<image × N>`
+    /// placeholder) and task or grader question.
+    pub fn last_prompt(&self) -> Result<String> {
+        Ok(lock(&self.engine)?.last_prompt.clone())
+    }
+
+    /// The grader head's input for one claim (the model's last hidden state after the
+    /// grader question): what `grader fit` trains on.
+    pub fn grader_features(&self, turn: &Turn<'_>, summary: &str) -> Result<Vec<f32>> {
+        lock(&self.engine)?.grader_features(turn, summary)
     }
 
     /// Positions currently in the model's KV cache.
@@ -401,13 +422,22 @@ struct Engine {
     decode: DecodeOptions,
     grammar: GrammarOptions,
     threshold: f32,
-    /// Cache length after the system run, once it has been fed.
-    system_len: Option<usize>,
+    /// The system run the cache starts with, and its length, once fed.
+    system: Option<(SystemRun, usize)>,
+    /// The last turn's prompt as text (`--show-prompt`).
+    last_prompt: String,
     /// The screen run the cache holds after the system run, and the length after it.
     screen: Option<(u64, usize)>,
     /// The last screenshot encoded, by content hash.
     image: Option<(u64, EncodedImage)>,
     last_stats: TurnStats,
+}
+
+/// Which system run the cache starts with: the agent's or the grader's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SystemRun {
+    Agent,
+    Grader,
 }
 
 impl Engine {
@@ -418,24 +448,47 @@ impl Engine {
             self.last_stats.total = start.elapsed();
             return Ok(NextMove::Clarify { question });
         }
+        let image = match turn.screenshot {
+            Some(bytes) => Some(self.encoded_image(bytes)?),
+            None => None,
+        };
+        let system_len = self.prefill_system(SystemRun::Agent)?;
+        let grammar_options = self.grammar.clone();
+        let allowed = |view: &PlanningView| -> Result<Vec<&'static str>> {
+            let spec = MoveSpec::new(view, &grammar_options)?;
+            Ok(spec.allowed_actions().iter().map(|a| a.tag()).collect())
+        };
+        let fitted = self.renderer.fit(
+            &TaskInput {
+                goal: turn.goal,
+                history: turn.history,
+                shared_memory: turn.shared_memory,
+                view: turn.view,
+                allowed_actions: &[],
+            },
+            system_len,
+            image.as_ref().map(|(_, img)| img.n_tokens()),
+            &allowed,
+        )?;
         let t = Instant::now();
-        let spec = MoveSpec::new(turn.view, &self.grammar)?;
+        // The grammar accepts exactly the elements the prompt shows: it is built from
+        // the view as rendered.
+        let spec = MoveSpec::new(&fitted.view, &self.grammar)?;
         let grammar = Grammar::for_move(&self.env, &spec, GrammarEngine::Lark)?;
         self.last_stats.grammar += t.elapsed();
-        let allowed: Vec<&str> = spec.allowed_actions().iter().map(|a| a.tag()).collect();
+        self.last_prompt = prompt_text(
+            SYSTEM_PROMPT,
+            image.as_ref().map(|(_, img)| img.n_tokens()),
+            &fitted.screen_text,
+            &fitted.task_text,
+        );
+        self.last_stats.truncation = fitted.notes;
 
-        self.prefill_screen(turn)?;
-        let task = self.renderer.task(&TaskInput {
-            goal: turn.goal,
-            history: turn.history,
-            shared_memory: turn.shared_memory,
-            view: turn.view,
-            allowed_actions: &allowed,
-        })?;
+        self.prefill_screen(system_len, &fitted.screen, image)?;
         let t = Instant::now();
-        let logits = self.model.feed(&task, &[])?;
+        let logits = self.model.feed(&fitted.task, &[])?;
         self.last_stats.prefill += t.elapsed();
-        self.last_stats.prefill_new += task.len();
+        self.last_stats.prefill_new += fitted.task.len();
         self.last_stats.forward_passes += 1;
 
         let decoded = decode_move(self.model.as_mut(), &logits, &grammar, &self.decode)?;
@@ -445,56 +498,116 @@ impl Engine {
         self.last_stats.forward_passes += d.forward_calls;
         self.last_stats.decode = d.model_time;
         self.last_stats.grammar += d.grammar_time();
+        self.last_stats.thought = move_thought(&decoded.decoded.text);
         self.last_stats.total = start.elapsed();
         Ok(decoded.next_move)
+    }
+
+    /// Feed the grader's prompt (its own system run, the screen, the question) and
+    /// return the question's last logits; the model's last hidden state is then the
+    /// grader head's input.
+    fn grader_prefill(&mut self, turn: &Turn<'_>, summary: &str) -> Result<Tensor> {
+        let image = match turn.screenshot {
+            Some(bytes) => Some(self.encoded_image(bytes)?),
+            None => None,
+        };
+        let system_len = self.prefill_system(SystemRun::Grader)?;
+        let view = trimmed_view(turn.view, usize::MAX, true);
+        let image_tokens = image.as_ref().map(|(_, img)| img.n_tokens());
+        let screen_text = render_view(&view, image_tokens.is_some());
+        let screen = self.renderer.screen_ids(&screen_text, image_tokens)?;
+        self.prefill_screen(system_len, &screen, image)?;
+        let question_text = render_grader_question(turn.goal, summary);
+        self.last_prompt = prompt_text(
+            GRADER_SYSTEM_PROMPT,
+            image_tokens,
+            &screen_text,
+            &question_text,
+        );
+        let question = self.renderer.grader_question(turn.goal, summary)?;
+        let t = Instant::now();
+        let logits = self.model.feed(&question, &[])?;
+        self.last_stats.prefill += t.elapsed();
+        self.last_stats.prefill_new += question.len();
+        self.last_stats.forward_passes += 1;
+        Ok(logits)
     }
 
     fn verify(&mut self, turn: &Turn<'_>, summary: &str) -> Result<DoneVerdict> {
         let start = Instant::now();
         self.last_stats = TurnStats::default();
-        self.prefill_screen(turn)?;
-        let question = self.renderer.grader_question(turn.goal, summary)?;
-        let t = Instant::now();
-        self.model.feed(&question, &[])?;
+        let logits = self.grader_prefill(turn, summary)?;
         let hidden = self.model.last_hidden()?;
-        self.last_stats.prefill += t.elapsed();
-        self.last_stats.prefill_new += question.len();
-        self.last_stats.forward_passes += 1;
-        let verdict = self.grader.apply(&hidden)?.verdict(self.threshold);
+        let verdict = match self.grader.verdict_logit(&logits, &hidden)? {
+            (p, _) if p >= self.threshold => DoneVerdict {
+                verified: true,
+                reason: String::new(),
+                next_action_hint: None,
+            },
+            (p, Some(hints)) => rejected(p, hints),
+            (p, None) => {
+                // Zero-shot: the hint is a second, constrained one-word answer, asked
+                // only now that the claim is rejected.
+                let follow_up = self.renderer.hint_question()?;
+                let t = Instant::now();
+                let logits = self.model.feed(&follow_up, &[])?;
+                self.last_stats.prefill += t.elapsed();
+                self.last_stats.prefill_new += follow_up.len();
+                self.last_stats.forward_passes += 1;
+                rejected(p, self.grader.hint_logits(&logits)?)
+            }
+        };
         self.last_stats.total = start.elapsed();
         Ok(verdict)
     }
 
-    /// Leave the cache holding system + screen runs for `turn`, computing only what changed.
-    fn prefill_screen(&mut self, turn: &Turn<'_>) -> Result<()> {
-        let (system_len, system_reused) = match self.system_len {
-            Some(len) if self.model.cache_len() >= len => (len, len),
-            _ => {
-                self.model.truncate(0)?;
-                self.screen = None;
-                let system = self.renderer.system()?;
-                let t = Instant::now();
-                self.model.feed(&system, &[])?;
-                self.last_stats.prefill += t.elapsed();
-                self.last_stats.prefill_new += system.len();
-                self.last_stats.forward_passes += 1;
-                self.system_len = Some(system.len());
-                (system.len(), 0)
-            }
-        };
+    /// The grader's input for one claim: the last hidden state after its question.
+    fn grader_features(&mut self, turn: &Turn<'_>, summary: &str) -> Result<Vec<f32>> {
+        self.last_stats = TurnStats::default();
+        self.grader_prefill(turn, summary)?;
+        Ok(self
+            .model
+            .last_hidden()?
+            .to_dtype(candle_core::DType::F32)?
+            .flatten_all()?
+            .to_vec1::<f32>()?)
+    }
 
-        let image = match turn.screenshot {
-            Some(bytes) => Some(self.encoded_image(bytes)?),
-            None => None,
+    /// Leave the cache holding the `run` system prompt (computed once, then reused
+    /// while it stays); returns its length.
+    fn prefill_system(&mut self, run: SystemRun) -> Result<usize> {
+        if let Some((cached, len)) = self.system {
+            if cached == run && self.model.cache_len() >= len {
+                return Ok(len);
+            }
+        }
+        self.model.truncate(0)?;
+        self.screen = None;
+        self.system = None;
+        let system = match run {
+            SystemRun::Agent => self.renderer.system()?,
+            SystemRun::Grader => self.renderer.grader_system()?,
         };
-        let screen = self
-            .renderer
-            .screen(turn.view, image.as_ref().map(|(_, img)| img.n_tokens()))?;
+        let t = Instant::now();
+        self.model.feed(&system, &[])?;
+        self.last_stats.prefill += t.elapsed();
+        self.last_stats.prefill_new += system.len();
+        self.last_stats.forward_passes += 1;
+        self.system = Some((run, system.len()));
+        Ok(system.len())
+    }
+
+    /// Leave the cache holding the system run and `screen`, computing only what changed.
+    fn prefill_screen(
+        &mut self,
+        system_len: usize,
+        screen: &[u32],
+        image: Option<(u64, EncodedImage)>,
+    ) -> Result<()> {
         let mut hasher = DefaultHasher::new();
         screen.hash(&mut hasher);
         image.as_ref().map(|(key, _)| *key).hash(&mut hasher);
         let key = hasher.finish();
-
         match self.screen {
             Some((cached, len)) if cached == key && self.model.cache_len() >= len => {
                 self.model.truncate(len)?;
@@ -505,9 +618,11 @@ impl Engine {
                 self.screen = None;
                 let images: Vec<EncodedImage> = image.into_iter().map(|(_, img)| img).collect();
                 let t = Instant::now();
-                self.model.feed(&screen, &images)?;
+                self.model.feed(screen, &images)?;
                 self.last_stats.prefill += t.elapsed();
-                self.last_stats.prefill_reused = system_reused;
+                if self.last_stats.prefill_new == 0 {
+                    self.last_stats.prefill_reused = system_len;
+                }
                 self.last_stats.prefill_new += screen.len();
                 self.last_stats.forward_passes += 1;
                 self.screen = Some((key, system_len + screen.len()));
@@ -536,6 +651,14 @@ impl Engine {
         self.image = Some((key, image.clone()));
         Ok((key, image))
     }
+}
+
+/// The turn as text, for `--show-prompt`: the image pads shown as one placeholder.
+fn prompt_text(system: &str, image_tokens: Option<usize>, view: &str, task: &str) -> String {
+    let image = image_tokens.map_or(String::new(), |n| {
+        format!("<|vision_start|><image × {n}><|vision_end|>")
+    });
+    format!("<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{image}{view}{task}")
 }
 
 #[async_trait]

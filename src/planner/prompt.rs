@@ -18,6 +18,7 @@ use std::fmt::Write;
 use cel_contracts::{AttemptRecord, PlanningElement, PlanningView};
 use tokenizers::Tokenizer;
 
+use crate::decode::selected_elements;
 use crate::error::{Error, Result};
 use crate::planner::history;
 use crate::tokenizer::SpecialTokens;
@@ -47,8 +48,7 @@ Keep batches short: end a batch at any step whose result you need to see before 
 Never repeat a step that failed the same way. Never claim done before the screen shows it.
 ";
 
-/// Most elements rendered from a view, whatever its budget says.
-pub const MAX_ELEMENTS: usize = 200;
+pub use crate::decode::MAX_ELEMENTS;
 /// Longest label, value or description rendered, in characters.
 pub const MAX_FIELD_CHARS: usize = 120;
 /// Longest rendering of the shared memory, in characters.
@@ -76,6 +76,135 @@ pub struct TaskInput<'a> {
     pub view: &'a PlanningView,
     /// The action types the grammar allows this turn.
     pub allowed_actions: &'a [&'a str],
+}
+
+/// A `decide_next` turn fitted to its token budget ([`PromptRenderer::fit`]).
+#[derive(Debug, Clone)]
+pub struct FittedTurn {
+    /// The view as rendered: the grammar must be built from it.
+    pub view: PlanningView,
+    /// Run 2's tokens.
+    pub screen: Vec<u32>,
+    /// Run 2's text after the image (the view).
+    pub screen_text: String,
+    /// Run 3's tokens.
+    pub task: Vec<u32>,
+    /// Run 3's text.
+    pub task_text: String,
+    /// What was clipped, summarized or dropped, one line each, and the token count.
+    pub notes: Vec<String>,
+}
+
+/// How much of a turn [`PromptRenderer::fit`] keeps.
+#[derive(Debug, Clone, Copy)]
+struct Level {
+    detailed: usize,
+    extras: bool,
+    memory_chars: usize,
+    elements: usize,
+}
+
+/// Shared memory kept after the first memory trim, in characters.
+const TRIMMED_MEMORY_CHARS: usize = 300;
+
+impl Level {
+    /// The next, smaller level, and what it gives up; `None` at the smallest.
+    fn next(self) -> Option<(&'static str, Level)> {
+        if self.detailed > 0 {
+            let detailed = match self.detailed {
+                d if d > 3 => 3,
+                d if d > 1 => 1,
+                _ => 0,
+            };
+            return Some(("history detail", Level { detailed, ..self }));
+        }
+        if self.extras {
+            return Some((
+                "memories, knowledge, events, facts and evidence",
+                Level {
+                    extras: false,
+                    ..self
+                },
+            ));
+        }
+        if self.memory_chars > TRIMMED_MEMORY_CHARS {
+            return Some((
+                "shared memory",
+                Level {
+                    memory_chars: TRIMMED_MEMORY_CHARS,
+                    ..self
+                },
+            ));
+        }
+        if self.elements > 0 {
+            return Some((
+                "elements",
+                Level {
+                    elements: self.elements / 2,
+                    ..self
+                },
+            ));
+        }
+        if self.memory_chars > 0 {
+            return Some((
+                "shared memory",
+                Level {
+                    memory_chars: 0,
+                    ..self
+                },
+            ));
+        }
+        None
+    }
+}
+
+/// One line per part a turn clipped or left out, for `--stats` and `--show-prompt`.
+fn truncation_notes(
+    turn: &TaskInput<'_>,
+    shown: &PlanningView,
+    level: Level,
+    selectable: usize,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    let goal_chars = turn.goal.trim().chars().count();
+    if goal_chars > MAX_GOAL_CHARS {
+        notes.push(format!(
+            "goal: clipped from {goal_chars} to {MAX_GOAL_CHARS} characters"
+        ));
+    }
+    let view = turn.view;
+    let total = view.elements.len();
+    if shown.elements.len() < total {
+        let long_ids = view
+            .elements
+            .iter()
+            .filter(|e| e.id.chars().nth(crate::decode::MAX_ID_CHARS).is_some())
+            .count();
+        notes.push(format!(
+            "elements: {} of {total} shown ({} selectable under the view's cap of {}, {long_ids} with ids over {} characters)",
+            shown.elements.len(),
+            selectable,
+            (view.budget.max_elements as usize).min(MAX_ELEMENTS),
+            crate::decode::MAX_ID_CHARS
+        ));
+    }
+    let records = turn.history.len();
+    if records > level.detailed {
+        notes.push(format!(
+            "history: {records} records; at most the last {} steps shown in detail, older ones summarized",
+            level.detailed
+        ));
+    }
+    if !turn.shared_memory.is_null() {
+        let chars = turn.shared_memory.to_string().chars().count();
+        if chars > level.memory_chars {
+            notes.push(format!(
+                "shared memory: clipped from {chars} to {} characters",
+                level.memory_chars
+            ));
+        }
+    }
+    notes
 }
 
 /// Renders turns and tokenizes them with the model's tokenizer.
@@ -125,6 +254,142 @@ impl PromptRenderer {
         self.encode(&render_task(input))
     }
 
+    /// Runs 2 and 3 of a `decide_next` turn, fitted to the view's token budget
+    /// (`view.budget.max_tokens`, counting the system run's `system_tokens` and the image
+    /// pads too, never below [`MIN_TURN_TOKENS`] for runs 2 and 3).
+    ///
+    /// **Truncation policy.** Every part has a cap first (goal [`MAX_GOAL_CHARS`], fields
+    /// [`MAX_FIELD_CHARS`], memory [`MAX_MEMORY_CHARS`], element ids [`MAX_ID_CHARS`],
+    /// lists [`MAX_LIST_ENTRIES`], history [`history::DETAILED_STEPS`] detailed steps); a
+    /// clipped string ends with a `…[N more chars]` marker. Then, while the turn is over
+    /// budget, it gives up, in this order: history detail, oldest first (6, 3, 1, 0
+    /// detailed steps); the view's memories, knowledge, events, facts and evidence; most of
+    /// the shared memory; elements from the end of the selection, halving; the rest of the
+    /// shared memory. `allowed_actions` gives the action tags the grammar allows for a
+    /// trimmed view (the grammar is built from [`FittedTurn::view`]). Cost: a few renders
+    /// and tokenizations of a text bounded by the caps, whatever the input's size.
+    ///
+    /// [`MAX_ID_CHARS`]: crate::decode::MAX_ID_CHARS
+    pub fn fit(
+        &self,
+        turn: &TaskInput<'_>,
+        system_tokens: usize,
+        image_tokens: Option<usize>,
+        allowed_actions: &dyn Fn(&PlanningView) -> Result<Vec<&'static str>>,
+    ) -> Result<FittedTurn> {
+        let view = turn.view;
+        let budget = (view.budget.max_tokens as usize)
+            .saturating_sub(system_tokens)
+            .saturating_sub(image_tokens.map_or(0, |n| n + 2))
+            .max(MIN_TURN_TOKENS);
+        let all_elements = selected_elements(view).len();
+        let mut level = Level {
+            detailed: history::DETAILED_STEPS,
+            extras: true,
+            memory_chars: MAX_MEMORY_CHARS,
+            elements: all_elements,
+        };
+        let mut trims: Vec<&str> = Vec::new();
+        let mut screen_cache: Option<((usize, bool), String, Vec<u32>)> = None;
+        loop {
+            let trimmed = trimmed_view(view, level.elements, level.extras);
+            let key = (level.elements, level.extras);
+            let (screen_text, screen) = match screen_cache.take() {
+                Some((k, text, ids)) if k == key => (text, ids),
+                _ => {
+                    let text = render_view(&trimmed, image_tokens.is_some());
+                    let ids = self.screen_ids(&text, image_tokens)?;
+                    (text, ids)
+                }
+            };
+            let allowed = allowed_actions(&trimmed)?;
+            let task_text = render_task_with(
+                &TaskInput {
+                    view: &trimmed,
+                    allowed_actions: &allowed,
+                    ..*turn
+                },
+                level.detailed,
+                level.memory_chars,
+            );
+            let task = self.encode(&task_text)?;
+            let used = screen.len() + task.len();
+            let next = level.next();
+            if used <= budget || next.is_none() {
+                let mut notes = truncation_notes(turn, &trimmed, level, all_elements);
+                if !trims.is_empty() {
+                    notes.push(format!("budget: trimmed {} to fit", trims.join(", ")));
+                }
+                if used > budget {
+                    notes.push(format!(
+                        "budget: {used} tokens over the {budget} left for view and task even fully trimmed"
+                    ));
+                }
+                notes.push(format!(
+                    "prompt: {} tokens (system {system_tokens}, image {}, view {}, task {}) of a budget of {}",
+                    system_tokens + used + image_tokens.map_or(0, |n| n + 2),
+                    image_tokens.unwrap_or(0),
+                    screen.len(),
+                    task.len(),
+                    view.budget.max_tokens
+                ));
+                return Ok(FittedTurn {
+                    view: trimmed,
+                    screen,
+                    screen_text,
+                    task,
+                    task_text,
+                    notes,
+                });
+            }
+            screen_cache = Some((key, screen_text, screen));
+            if let Some((what, lower)) = next {
+                if trims.last() != Some(&what) {
+                    trims.push(what);
+                }
+                level = lower;
+            }
+        }
+    }
+
+    /// Run 2's tokens for an already rendered view text (from [`render_view`]).
+    pub fn screen_ids(&self, view_text: &str, image_tokens: Option<usize>) -> Result<Vec<u32>> {
+        let mut ids = self.encode("<|im_start|>user\n")?;
+        if let Some(n) = image_tokens {
+            ids.push(self.special.vision_start);
+            ids.extend(std::iter::repeat_n(self.special.image_pad, n));
+            ids.push(self.special.vision_end);
+        }
+        ids.extend(self.encode(view_text)?);
+        Ok(ids)
+    }
+
+    /// The grader's system run.
+    pub fn grader_system(&self) -> Result<Vec<u32>> {
+        self.encode(&format!(
+            "<|im_start|>system\n{GRADER_SYSTEM_PROMPT}<|im_end|>\n"
+        ))
+    }
+
+    /// The hint follow-up's tokens ([`render_hint_question`]).
+    pub fn hint_question(&self) -> Result<Vec<u32>> {
+        self.encode(render_hint_question())
+    }
+
+    /// The ids of `words` that encode to exactly one token (the others are left out).
+    pub fn single_token_words(&self, words: &[&str]) -> Result<Vec<u32>> {
+        let mut ids = Vec::new();
+        for word in words {
+            let encoded = self.encode(word)?;
+            if let [id] = encoded.as_slice() {
+                if !ids.contains(id) {
+                    ids.push(*id);
+                }
+            }
+        }
+        Ok(ids)
+    }
+
     /// Run 3 of `verify_done`: the grader question, ending where the answer word goes.
     pub fn grader_question(&self, goal: &str, summary: &str) -> Result<Vec<u32>> {
         self.encode(&render_grader_question(goal, summary))
@@ -148,7 +413,22 @@ impl PromptRenderer {
     }
 }
 
-/// The view as the model reads it.
+/// Longest goal rendered, in characters (a longer one is clipped with a marker).
+pub const MAX_GOAL_CHARS: usize = 2_000;
+/// Most entries rendered from each of the view's lists (memories, knowledge, recent
+/// events, adapter facts, evidence, blockers, anomalies, capabilities), whatever the
+/// view's own budget allows.
+pub const MAX_LIST_ENTRIES: usize = 12;
+/// Fewest tokens the screen and task runs are given, however small the view's budget:
+/// the goal and the allowed actions must fit.
+pub const MIN_TURN_TOKENS: usize = 256;
+
+/// The view as the model reads it: screen, capabilities, elements (exactly those the
+/// grammar accepts: [`selected_elements`]), blockers, anomalies, and the cognition
+/// layer's memories, knowledge, events, adapter facts and evidence, each list capped.
+///
+/// Adapter actions are not rendered: no grammar rule accepts them, and the prompt shows
+/// only what the model can do (ARCHITECTURE.md, "one source of truth").
 pub fn render_view(view: &PlanningView, has_screenshot: bool) -> String {
     let mut out = String::new();
     if !has_screenshot {
@@ -166,22 +446,38 @@ pub fn render_view(view: &PlanningView, has_screenshot: bool) -> String {
     if let Some(summary) = &screen.summary {
         let _ = writeln!(out, "Summary: {}", clip(summary));
     }
-    let limit = (view.budget.max_elements as usize).min(MAX_ELEMENTS);
-    let shown = view.elements.len().min(limit);
+    if !view.capabilities.is_empty() {
+        let caps: Vec<String> = view
+            .capabilities
+            .iter()
+            .take(MAX_LIST_ENTRIES)
+            .map(|c| match &c.detail {
+                Some(detail) => format!("{} ({})", clip(&c.id), clip(detail)),
+                None => clip(&c.id),
+            })
+            .collect();
+        let _ = writeln!(out, "Capabilities: {}.", caps.join(", "));
+    }
+    let selected = selected_elements(view);
+    let shown = selected.len();
     let omitted = view.elements.len() - shown + view.omitted_counts.elements as usize;
-    if view.elements.is_empty() {
-        out.push_str("Elements: none listed; target points as xy:X,Y.\n");
+    if selected.is_empty() {
+        let _ = write!(out, "Elements: none listed");
+        if omitted > 0 {
+            let _ = write!(out, " ({omitted} not shown)");
+        }
+        out.push_str("; target points as xy:X,Y.\n");
     } else {
         let _ = write!(out, "Elements ({shown}");
         if omitted > 0 {
             let _ = write!(out, ", {omitted} more not shown");
         }
         out.push_str("):\n");
-        for element in &view.elements[..shown] {
+        for element in selected {
             render_element(&mut out, element);
         }
     }
-    for blocker in &view.blockers {
+    for blocker in view.blockers.iter().take(MAX_LIST_ENTRIES) {
         let _ = writeln!(
             out,
             "Blocker ({}): {}",
@@ -189,7 +485,7 @@ pub fn render_view(view: &PlanningView, has_screenshot: bool) -> String {
             clip(&blocker.description)
         );
     }
-    for anomaly in &view.anomalies {
+    for anomaly in view.anomalies.iter().take(MAX_LIST_ENTRIES) {
         let _ = writeln!(
             out,
             "Anomaly ({}): {}",
@@ -197,20 +493,113 @@ pub fn render_view(view: &PlanningView, has_screenshot: bool) -> String {
             clip(&anomaly.description)
         );
     }
-    for action in &view.adapter_actions {
+    let cap = |budget: u32| (budget as usize).min(MAX_LIST_ENTRIES);
+    for memory in view.memories.iter().take(cap(view.budget.max_memories)) {
         let _ = writeln!(
             out,
-            "Adapter action {}.{}: {}",
-            clip(&action.adapter),
-            clip(&action.action),
-            clip(&action.description)
+            "Memory ({}): {}",
+            clip(&memory.kind),
+            clip(&memory.summary)
         );
+    }
+    for k in view.knowledge.iter().take(cap(view.budget.max_knowledge)) {
+        let _ = writeln!(out, "Knowledge ({}): {}", clip(&k.source), clip(&k.content));
+    }
+    for event in view
+        .recent_events
+        .iter()
+        .take(cap(view.budget.max_recent_events))
+    {
+        let _ = writeln!(
+            out,
+            "Recent event ({}): {}",
+            clip(&event.kind),
+            clip(&event.summary)
+        );
+    }
+    for fact in view
+        .adapter_facts
+        .iter()
+        .take(cap(view.budget.max_adapter_facts))
+    {
+        let _ = writeln!(
+            out,
+            "Fact ({}.{}): {}",
+            clip(&fact.adapter),
+            clip(&fact.kind),
+            clip(&fact.payload.to_string())
+        );
+    }
+    for evidence in view.evidence.iter().take(MAX_LIST_ENTRIES) {
+        let _ = writeln!(
+            out,
+            "Evidence ({}): {}",
+            clip(&evidence.source),
+            clip(&evidence.summary)
+        );
+    }
+    if let Some(rationale) = &view.selection_rationale {
+        let _ = writeln!(out, "Why these elements: {}", clip(rationale));
     }
     out
 }
 
+/// The view a turn renders when it must fit a token budget: the first `elements` of
+/// the [`selected_elements`], and the cognition lists (memories, knowledge, events,
+/// facts, evidence) kept only when `extras`. The grammar is built from this same view,
+/// so it accepts exactly the ids rendered.
+pub fn trimmed_view(view: &PlanningView, elements: usize, extras: bool) -> PlanningView {
+    let mut out = view.clone_without_elements();
+    out.elements = selected_elements(view)
+        .into_iter()
+        .take(elements)
+        .cloned()
+        .collect();
+    let dropped = view.elements.len() - out.elements.len();
+    out.omitted_counts.elements = view.omitted_counts.elements.saturating_add(dropped as u32);
+    if !extras {
+        out.memories.clear();
+        out.knowledge.clear();
+        out.recent_events.clear();
+        out.adapter_facts.clear();
+        out.evidence.clear();
+    }
+    out
+}
+
+/// Cloning a view without copying its (possibly huge) element list and goal.
+trait CloneWithoutElements {
+    fn clone_without_elements(&self) -> PlanningView;
+}
+
+impl CloneWithoutElements for PlanningView {
+    fn clone_without_elements(&self) -> PlanningView {
+        let cap = |v: usize| v.min(MAX_LIST_ENTRIES);
+        PlanningView {
+            goal: String::new(),
+            budget: self.budget.clone(),
+            screen: self.screen.clone(),
+            elements: Vec::new(),
+            adapter_facts: self.adapter_facts[..cap(self.adapter_facts.len())].to_vec(),
+            adapter_actions: Vec::new(),
+            capabilities: self.capabilities[..cap(self.capabilities.len())].to_vec(),
+            run_progress: self.run_progress.clone(),
+            memories: self.memories[..cap(self.memories.len())].to_vec(),
+            knowledge: self.knowledge[..cap(self.knowledge.len())].to_vec(),
+            recent_events: self.recent_events[..cap(self.recent_events.len())].to_vec(),
+            blockers: self.blockers[..cap(self.blockers.len())].to_vec(),
+            anomalies: self.anomalies[..cap(self.anomalies.len())].to_vec(),
+            evidence: self.evidence[..cap(self.evidence.len())].to_vec(),
+            selection_rationale: self.selection_rationale.clone(),
+            omitted_counts: self.omitted_counts.clone(),
+            adapter_actions_prompt: None,
+        }
+    }
+}
+
 fn render_element(out: &mut String, e: &PlanningElement) {
-    // Ids are never clipped: the model must be able to copy them exactly.
+    // Ids are never clipped (the model must copy them exactly); `selected_elements`
+    // leaves out ids too long to show.
     let _ = write!(out, "- {} {}", json_string(&e.id), clip(&e.element_type));
     if let Some(label) = &e.label {
         let _ = write!(out, " {}", quoted(label));
@@ -237,10 +626,21 @@ fn render_element(out: &mut String, e: &PlanningElement) {
     out.push('\n');
 }
 
-/// The task part of a `decide_next` turn, ending with the assistant turn's opening.
+/// The task part of a `decide_next` turn, ending with the assistant turn's opening, with
+/// the history's last [`history::DETAILED_STEPS`] steps in detail.
 pub fn render_task(input: &TaskInput<'_>) -> String {
+    render_task_with(input, history::DETAILED_STEPS, MAX_MEMORY_CHARS)
+}
+
+/// [`render_task`] with the history's last `detailed_steps` steps in detail and the
+/// shared memory clipped to `memory_chars`.
+pub fn render_task_with(
+    input: &TaskInput<'_>,
+    detailed_steps: usize,
+    memory_chars: usize,
+) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "Goal: {}", defuse(input.goal.trim()));
+    let _ = writeln!(out, "Goal: {}", clip_to(input.goal.trim(), MAX_GOAL_CHARS));
     let progress = &input.view.run_progress;
     if progress.max_steps > 0 {
         let _ = writeln!(
@@ -249,11 +649,15 @@ pub fn render_task(input: &TaskInput<'_>) -> String {
             progress.steps_used, progress.max_steps
         );
     }
-    if !input.shared_memory.is_null() {
+    if !input.shared_memory.is_null() && memory_chars > 0 {
         let memory = input.shared_memory.to_string();
-        let _ = writeln!(out, "Memory: {}", clip_to(&memory, MAX_MEMORY_CHARS));
+        let _ = writeln!(out, "Memory: {}", clip_to(&memory, memory_chars));
     }
-    let _ = writeln!(out, "History: {}", history::render(input.history));
+    let _ = writeln!(
+        out,
+        "History: {}",
+        defuse(&history::render_detailed(input.history, detailed_steps))
+    );
     let _ = writeln!(
         out,
         "Allowed actions: {}.",
@@ -263,16 +667,30 @@ pub fn render_task(input: &TaskInput<'_>) -> String {
     out
 }
 
-/// The grader question (see `planner::grader` for the answer words).
+/// The grader's own system turn: a yes/no judge, not the agent's JSON instructions.
+pub const GRADER_SYSTEM_PROMPT: &str = "\
+You check whether a computer-use agent finished its task. You see a screenshot of the \
+screen and a description of it, the user's goal and what the agent claims. Judge only by \
+what the screen shows. Answer with one word: Yes or No.
+";
+
+/// The grader question, ending where the answer word goes.
 pub fn render_grader_question(goal: &str, summary: &str) -> String {
     format!(
-        "Goal: {}\nThe agent claims: {}\nIs the goal done on this screen? Answer with one word: \
-Yes if it is done; otherwise Retry (the last action did not take effect), Switch (a different \
-kind of action is needed), Target (a different element is needed) or Stop (the goal cannot be \
-reached).<|im_end|>\n<|im_start|>assistant\n",
-        defuse(goal.trim()),
+        "Goal: {}\nThe agent claims: {}\nDoes the screen show the goal achieved? Answer Yes or \
+No.<|im_end|>\n<|im_start|>assistant\n",
+        clip_to(goal.trim(), MAX_GOAL_CHARS),
         clip_to(summary.trim(), MAX_MEMORY_CHARS)
     )
+}
+
+/// The follow-up after a rejection, asking for one hint word (the answer is read from
+/// the four hint words' logits only: a constrained one-word answer).
+pub fn render_hint_question() -> &'static str {
+    "No<|im_end|>\n<|im_start|>user\nWhat should the agent do next? Answer with one word: Retry \
+(the last action did not take effect), Switch (a different kind of action is needed), Target \
+(a different element is needed) or Stop (the goal cannot be reached).<|im_end|>\n\
+<|im_start|>assistant\n"
 }
 
 fn quoted(text: &str) -> String {
@@ -288,17 +706,26 @@ fn clip(text: &str) -> String {
     clip_to(text, MAX_FIELD_CHARS)
 }
 
-fn clip_to(text: &str, max_chars: usize) -> String {
-    let clipped = match text.char_indices().nth(max_chars) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
+/// `text` cut to `max_chars` characters, with a marker saying how much was cut, and
+/// defused. Costs one pass over the text.
+pub(crate) fn clip_to(text: &str, max_chars: usize) -> String {
+    defuse(&clip_marked(text, max_chars))
+}
+
+/// `text` cut to `max_chars` characters with a `…[N more chars]` marker; not defused.
+pub(crate) fn clip_marked(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((cut, _)) => {
+            let rest = text[cut..].chars().count();
+            format!("{}…[{rest} more chars]", &text[..cut])
+        }
         None => text.to_string(),
-    };
-    defuse(&clipped)
+    }
 }
 
 /// User text must not smuggle chat-control tokens into the prompt: the tokenizer would read
 /// `<|im_end|>` in a window title as the real end of the turn. A zero-width space after the
 /// `<` keeps the text readable and breaks the match.
-fn defuse(text: &str) -> String {
+pub(crate) fn defuse(text: &str) -> String {
     text.replace("<|", "<\u{200b}|")
 }

@@ -1,0 +1,141 @@
+//! `sightline grader fit`: train the done-grader's linear head on labelled examples.
+//!
+//! Reads a JSONL file of [`GraderExample`]s (the format `run --trace` writes), runs the
+//! model once per labelled example to get the hidden state after the grader question,
+//! fits the `(5, hidden)` head by logistic regression on a seeded split, prints the
+//! held-out accuracy and writes the head as safetensors for `verify --grader-head`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use sightline::planner::grader::{fit_head, FitOptions, GraderExample};
+use sightline::planner::{LocalPlanner, Turn};
+
+use super::plan::{planner_options, ModelArgs};
+
+/// Arguments of `sightline grader`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GraderArgs {
+    #[command(subcommand)]
+    pub command: GraderCommand,
+}
+
+/// The `grader` subcommands.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum GraderCommand {
+    /// Fit a grader head on labelled examples; print the held-out accuracy.
+    Fit(FitArgs),
+}
+
+/// Arguments of `sightline grader fit`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FitArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Labelled examples, one JSON object per line (see the README for the format).
+    #[arg(long)]
+    pub data: PathBuf,
+    /// Where to write the head (safetensors).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Seed of the train / held-out split.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Share of the examples held out to measure the accuracy.
+    #[arg(long, default_value_t = 0.25)]
+    pub held_out: f32,
+}
+
+/// Runs `sightline grader …`; returns the exit code.
+pub fn grader(args: &GraderArgs) -> i32 {
+    let GraderCommand::Fit(fit) = &args.command;
+    match fit_inner(fit) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            2
+        }
+    }
+}
+
+fn read_examples(path: &Path) -> Result<Vec<GraderExample>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read", path.display()))?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let mut example: GraderExample = serde_json::from_str(line)
+            .with_context(|| format!("{} line {}: not a grader example", path.display(), n + 1))?;
+        if example.screenshot.is_relative() {
+            example.screenshot = base.join(&example.screenshot);
+        }
+        out.push(example);
+    }
+    Ok(out)
+}
+
+fn fit_inner(args: &FitArgs) -> Result<()> {
+    let examples: Vec<GraderExample> = read_examples(&args.data)?
+        .into_iter()
+        .filter(|e| e.verified.is_some())
+        .collect();
+    if examples.len() < 4 {
+        bail!(
+            "{}: {} labelled examples (with \"verified\" set); at least 4 are needed",
+            args.data.display(),
+            examples.len()
+        );
+    }
+    let planner = LocalPlanner::load(&planner_options(&args.model, None)?)?;
+    let memory = serde_json::Value::Null;
+    let mut features = Vec::with_capacity(examples.len());
+    for example in &examples {
+        let screenshot = std::fs::read(&example.screenshot)
+            .with_context(|| format!("{}: cannot read", example.screenshot.display()))?;
+        let view = example
+            .view
+            .clone()
+            .unwrap_or_else(|| sightline::view::empty_view(&example.goal));
+        let hidden = planner
+            .grader_features(
+                &Turn {
+                    goal: &example.goal,
+                    history: &[],
+                    shared_memory: &memory,
+                    view: &view,
+                    screenshot: Some(&screenshot),
+                },
+                &example.summary,
+            )
+            .with_context(|| format!("{}", example.screenshot.display()))?;
+        features.push(hidden);
+    }
+    let verified: Vec<bool> = examples.iter().map(|e| e.verified == Some(true)).collect();
+    let hints: Vec<_> = examples.iter().map(|e| e.hint).collect();
+    let report = fit_head(
+        &features,
+        &verified,
+        &hints,
+        &FitOptions {
+            seed: args.seed,
+            held_out: args.held_out,
+            ..FitOptions::default()
+        },
+    )?;
+    report.save(&args.out)?;
+    println!(
+        "{}",
+        serde_json::json!({
+            "examples": examples.len(),
+            "train": report.train_len,
+            "held_out": report.held_out_len,
+            "train_accuracy": report.train_accuracy,
+            "held_out_accuracy": report.held_out_accuracy,
+            "out": args.out,
+        })
+    );
+    Ok(())
+}
