@@ -23,7 +23,7 @@ const RUNS: usize = 2_000;
 const TEMPERATURE: f32 = 1.5;
 /// One run in this many uses the default string bounds (long moves, the slow case);
 /// the others use tight bounds, which exercise the same closing rules faster.
-const DEFAULT_LIMITS_EVERY: usize = 10;
+const DEFAULT_LIMITS_EVERY: usize = 25;
 
 /// Element counts of the test views.
 const ELEMENT_COUNTS: [usize; 4] = [0, 1, 50, 300];
@@ -92,10 +92,11 @@ fn targets(mv: &NextMove) -> Vec<String> {
 fn no_sampled_move_runs_out_of_tokens_and_every_target_is_shown() -> Result<()> {
     let start = Instant::now();
     let tight = GrammarLimits {
-        sentence_tokens: 6,
-        text_tokens: 8,
-        data_string_tokens: 4,
-        data_entries: 3,
+        max_steps: 3,
+        sentence_tokens: 4,
+        text_tokens: 5,
+        data_string_tokens: 3,
+        data_entries: 2,
         ..GrammarLimits::default()
     };
     let mut compiled = Vec::new();
@@ -123,8 +124,12 @@ fn no_sampled_move_runs_out_of_tokens_and_every_target_is_shown() -> Result<()> 
     ];
     let (mut longest, mut total_tokens, mut targeted) = (0usize, 0usize, 0usize);
     let mut kinds = [0usize; 4];
+    let mut seconds_by_limits = [0f64; 2];
+    let mut tokens_by_profile = [0usize; 3];
     for run in 0..RUNS {
-        let set = &compiled[usize::from(run % DEFAULT_LIMITS_EVERY == 0)];
+        let run_start = Instant::now();
+        let defaults = usize::from(run % DEFAULT_LIMITS_EVERY == 0);
+        let set = &compiled[defaults];
         let (case, v, spec, grammar) = &set[(run / DEFAULT_LIMITS_EVERY + run) % set.len()];
         let profile = profiles[run % profiles.len()];
         model.truncate(prompt.len() - 1)?;
@@ -171,6 +176,8 @@ fn no_sampled_move_runs_out_of_tokens_and_every_target_is_shown() -> Result<()> 
                 "run {run}: target {target:?} is not in the rendered view"
             );
         }
+        seconds_by_limits[defaults] += run_start.elapsed().as_secs_f64();
+        tokens_by_profile[run % profiles.len()] += tokens;
         kinds[match out.next_move {
             NextMove::Batch { .. } => 0,
             NextMove::Done { .. } => 1,
@@ -180,7 +187,8 @@ fn no_sampled_move_runs_out_of_tokens_and_every_target_is_shown() -> Result<()> 
     }
     eprintln!(
         "{RUNS} decodes at temperature {TEMPERATURE}: 0 budget errors; batch/done/fail/clarify \
-         = {kinds:?}; {total_tokens} tokens, longest {longest}; {targeted} element targets; {:.1} s",
+         = {kinds:?}; {total_tokens} tokens, longest {longest}; {targeted} element targets; {:.1} s (tight / default limits {seconds_by_limits:.1?} s; tokens by \
+         profile {tokens_by_profile:?})",
         start.elapsed().as_secs_f64()
     );
     ensure!(kinds.iter().all(|&k| k > 0), "kinds never seen: {kinds:?}");

@@ -245,7 +245,7 @@ fn the_tiny_model_plans_twenty_varied_turns_reusing_the_system_prefix() -> Resul
 }
 
 #[test]
-fn verify_done_costs_one_forward_pass_beyond_the_prefix() -> Result<()> {
+fn verify_done_reuses_its_own_prefix_and_the_encoded_screenshot() -> Result<()> {
     let planner = tiny_planner(None)?;
     let screen = &screens()?[0];
     let v = view(3, &[]);

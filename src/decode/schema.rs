@@ -103,6 +103,12 @@ pub const KEY_NAMES: &[&str] = &[
     "9",
 ];
 
+/// Longest `expect_after` timeout a move may ask for, in milliseconds.
+pub const MAX_EXPECT_MS: u32 = 5_000;
+
+/// How a move's `expect_after` opens (`dom_changed` is the only kind the grammar emits).
+const EXPECT_AFTER_OPEN: &str = r#","expect_after":{"kind":"dom_changed","timeout_ms":"#;
+
 /// Largest coordinate of an `xy:X,Y` target (Qwen3-VL's relative 0–1000 grid).
 pub const COORDINATE_MAX: u32 = 1000;
 
@@ -647,12 +653,15 @@ impl MoveSpec {
         let int = |max: u32| max.to_string().len() + 1;
         // `{"type":"…",` and the closing brace.
         let head = r#"{"type":"","#.len() + kind.tag().len() + 1;
+        let expect = EXPECT_AFTER_OPEN.len() + int(MAX_EXPECT_MS) + 1;
         head + match kind {
-            ActionKind::Click => r#""target_id":"#.len() + target,
+            ActionKind::Click => r#""target_id":"#.len() + target + expect,
             ActionKind::Type => r#""target_id":"#.len() + target + r#","text":"#.len() + text,
             ActionKind::Key => r#""key":"#.len() + key,
             ActionKind::KeyCombo => r#""keys":["#.len() + 4 * (key + 1) + 1,
-            ActionKind::SetValue => r#""target_id":"#.len() + target + r#","value":"#.len() + text,
+            ActionKind::SetValue => {
+                r#""target_id":"#.len() + target + r#","value":"#.len() + text + expect
+            }
             ActionKind::Scroll => r#""dx":,"dy":"#.len() + 2 * int(l.max_scroll),
             ActionKind::Drag => r#""from_target_id":,"to_target_id":"#.len() + 2 * target,
             ActionKind::Wait => r#""ms":"#.len() + int(l.max_wait_ms),
@@ -750,7 +759,14 @@ impl MoveSpec {
         let target = Self::target_schema;
         let has_targets = !self.target_ids.is_empty() || self.coordinate_targets;
         match kind {
-            ActionKind::Click => object(vec![tag, ("target_id", target(self))]),
+            ActionKind::Click => object_with_optional(
+                vec![
+                    tag,
+                    ("target_id", target(self)),
+                    ("expect_after", expect_schema()),
+                ],
+                &["expect_after"],
+            ),
             ActionKind::Type if has_targets => object_with_optional(
                 vec![tag, ("target_id", target(self)), ("text", text)],
                 &["target_id"],
@@ -764,7 +780,15 @@ impl MoveSpec {
                     json!({"type": "array", "minItems": 2, "maxItems": 4, "items": key}),
                 ),
             ]),
-            ActionKind::SetValue => object(vec![tag, ("target_id", target(self)), ("value", text)]),
+            ActionKind::SetValue => object_with_optional(
+                vec![
+                    tag,
+                    ("target_id", target(self)),
+                    ("value", text),
+                    ("expect_after", expect_schema()),
+                ],
+                &["expect_after"],
+            ),
             ActionKind::Scroll => object(vec![tag, ("dx", scroll.clone()), ("dy", scroll)]),
             ActionKind::Drag => object(vec![
                 tag,
@@ -882,7 +906,10 @@ impl MoveSpec {
         let rule = format!("act_{}", kind.tag());
         let has_targets = !self.target_ids.is_empty() || self.coordinate_targets;
         let body = match kind {
-            ActionKind::Click => format!("{} target \"}}\"", lit(&head(r#""target_id":"#))),
+            ActionKind::Click => format!(
+                "{} target expect_after? \"}}\"",
+                lit(&head(r#""target_id":"#))
+            ),
             ActionKind::Type if has_targets => format!(
                 "({} | {} target {}) text \"}}\"",
                 lit(&head(r#""text":"#)),
@@ -896,7 +923,7 @@ impl MoveSpec {
                 lit(&head(r#""keys":["#))
             ),
             ActionKind::SetValue => format!(
-                "{} target {} text \"}}\"",
+                "{} target {} text expect_after? \"}}\"",
                 lit(&head(r#""target_id":"#)),
                 lit(r#","value":"#)
             ),
@@ -957,6 +984,13 @@ impl MoveSpec {
         if !alternatives.is_empty() {
             g += &format!("target: {}\n", alternatives.join(" | "));
         }
+        // `expect_after`: the one expectation a screen-only runtime can check (the
+        // screen changes within the timeout); selector expectations need a page.
+        g += &format!(
+            "expect_after: {} EXPECT_MS \"}}\"\nEXPECT_MS: /{}/\n",
+            lit(EXPECT_AFTER_OPEN),
+            int_regex(MAX_EXPECT_MS, false)
+        );
         let keys: Vec<String> = KEY_NAMES
             .iter()
             .map(|k| regex_literal(&json_string(k)))
@@ -1068,6 +1102,17 @@ fn step_kind_tag(kind: StepKind) -> &'static str {
         StepKind::Deterministic => "deterministic",
         StepKind::LlmAssisted => "llm_assisted",
     }
+}
+
+/// The `expect_after` the grammar allows: the screen changes within a timeout.
+fn expect_schema() -> Value {
+    object(vec![
+        ("kind", json!({"const": "dom_changed"})),
+        (
+            "timeout_ms",
+            json!({"type": "integer", "minimum": 0, "maximum": MAX_EXPECT_MS}),
+        ),
+    ])
 }
 
 /// Put a required `thought` property first in a move variant's object schema.

@@ -397,7 +397,7 @@ mod tests {
         );
         let last = lines[lines.len() - 1];
         assert!(
-            last.starts_with("Step \"type name\" (type \"xxxx")
+            last.starts_with("- Step \"type name\" (type \"xxxx")
                 && last.contains("…\" into \"name-field\") failed: the field is read-only."),
             "{last}"
         );

@@ -9,8 +9,12 @@
 //! 4. the task run (goal, progress, memory, history, allowed actions) is fed;
 //! 5. the grammar built from the view constrains decoding to a valid [`NextMove`].
 //!
-//! `verify_done` reuses steps 2–3 and feeds the grader question: one forward pass beyond
-//! the reused prefix, then the [`GraderHead`] on the last hidden state.
+//! Steps 3–4 render through [`PromptRenderer::fit`]: every part capped, the turn fitted to
+//! `view.budget.max_tokens`, and the grammar built from the view exactly as rendered.
+//!
+//! `verify_done` asks the grader's own question under its own system run (cached like the
+//! agent's), over the same encoded screenshot: then the [`GraderHead`] reads the verdict
+//! (zero-shot from the yes/no logits, or a trained head on the last hidden state).
 //!
 //! **Concurrency.** The model and its cache are one state: calls are served one at a time.
 //! A second call made while one runs waits for it (it does not fail). The model work runs on

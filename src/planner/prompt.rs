@@ -40,6 +40,8 @@ Actions: {\"type\":\"click\",\"target_id\":\"...\"}, {\"type\":\"type\",\"text\"
 {\"type\":\"key\",\"key\":\"enter\"}, {\"type\":\"key_combo\",\"keys\":[\"ctrl\",\"s\"]}, \
 {\"type\":\"scroll\",\"dx\":0,\"dy\":3}, {\"type\":\"drag\",\"from_target_id\":\"...\",\"to_target_id\":\"...\"}, \
 {\"type\":\"wait\",\"ms\":500}, {\"type\":\"extract\",\"goal\":\"...\",\"data\":\"...\"}. \
+A click or set_value may end with \"expect_after\":{\"kind\":\"dom_changed\",\"timeout_ms\":2000} \
+when the screen must visibly change; the step then fails if it does not. \
 Only the actions listed as allowed in the turn are accepted.
 Targets: an element id from the screen description, or a point \"xy:X,Y\" where X and Y are \
 integers from 0 to 1000 relative to the screenshot: xy:0,0 is its top-left corner and \

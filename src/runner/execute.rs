@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use cel_contracts::{PlannedAction, PlanningView, Step, StepResult};
+use cel_contracts::{EffectExpectation, PlannedAction, PlanningView, Step, StepResult};
 use serde_json::Value;
 
 use super::*;
@@ -243,11 +243,25 @@ impl Runner {
                     .resolver
                     .resolve(target_id, view, geometry)
                     .map_err(plan_err)?;
+                // `expect_after: dom_changed` is checked on the screen itself: the frame
+                // before the click against frames after it, until the timeout.
+                let before = match expect_after {
+                    Some(EffectExpectation::DomChanged { .. }) => self.desktop.capture().ok(),
+                    _ => None,
+                };
                 self.click_at(p, state).map_err(input_err)?;
                 let mut data = json!({ "clicked": [p.x, p.y] });
-                if expect_after.is_some() {
-                    data["expect_after"] =
-                        json!("not checked: the desktop runner cannot observe page selectors");
+                match (expect_after, before) {
+                    (Some(EffectExpectation::DomChanged { timeout_ms }), Some(before)) => {
+                        self.expect_screen_change(&before.image, *timeout_ms, state)?;
+                        data["expect_after"] = json!("the screen changed");
+                    }
+                    (Some(_), _) => {
+                        data["expect_after"] = json!(
+                            "not checked: the desktop runner observes the screen, not page selectors"
+                        );
+                    }
+                    (None, _) => {}
                 }
                 Ok(data)
             }
@@ -344,6 +358,40 @@ impl Runner {
                 message: unsupported_action_message(other),
                 recoverable: false,
             }),
+        }
+    }
+
+    /// Wait up to `timeout_ms` (at most [`MAX_EXPECT_MS`]) for a frame that differs from
+    /// `before`; a screen that stays the same fails the step, so the planner's history
+    /// shows the expectation was not met.
+    ///
+    /// [`MAX_EXPECT_MS`]: crate::decode::MAX_EXPECT_MS
+    fn expect_screen_change(
+        &mut self,
+        before: &image::RgbaImage,
+        timeout_ms: u64,
+        state: &RunState,
+    ) -> std::result::Result<(), StepError> {
+        const POLL_MS: u64 = 100;
+        let timeout_ms = timeout_ms.min(u64::from(crate::decode::MAX_EXPECT_MS));
+        let started = std::time::Instant::now();
+        loop {
+            self.pause(POLL_MS.min(timeout_ms), state);
+            if let Ok(now) = self.desktop.capture() {
+                if now.image.as_raw() != before.as_raw() {
+                    return Ok(());
+                }
+            }
+            if started.elapsed() >= Duration::from_millis(timeout_ms)
+                || self.stop.is_stop_requested()
+            {
+                return Err(StepError {
+                    message: format!(
+                        "expect_after not met: the screen did not change within {timeout_ms} ms"
+                    ),
+                    recoverable: false,
+                });
+            }
         }
     }
 

@@ -5,6 +5,8 @@
 //! DIR/turns.jsonl       one TurnRecord per line (view, move, step results, timings, verdict)
 //! DIR/screens/turn-NNNN.png   the screenshot each turn's planner call saw
 //! DIR/outcome.json      the GoalOutcome, why the run ended, totals
+//! DIR/grader_examples.jsonl   each done claim and the grader's verdict, unlabelled, in the
+//!                             format `sightline grader fit` reads (label `verified`, `hint`)
 //! ```
 //!
 //! Each turn line is written and flushed when the turn ends, so a crashed run still leaves
@@ -30,6 +32,8 @@ pub const RUN_FILE: &str = "run.json";
 pub const OUTCOME_FILE: &str = "outcome.json";
 /// Sub-directory holding the screenshots.
 pub const SCREENS_DIR: &str = "screens";
+/// File name of the done claims, as grader examples to label.
+pub const GRADER_EXAMPLES_FILE: &str = "grader_examples.jsonl";
 
 /// What `run.json` holds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -134,6 +138,7 @@ pub struct OutcomeRecord {
 pub struct TraceWriter {
     dir: PathBuf,
     turns: BufWriter<File>,
+    goal: String,
 }
 
 impl TraceWriter {
@@ -154,6 +159,7 @@ impl TraceWriter {
         Ok(Self {
             dir: dir.to_path_buf(),
             turns: BufWriter::new(file),
+            goal: meta.goal.clone(),
         })
     }
 
@@ -177,6 +183,35 @@ impl TraceWriter {
             .map_err(|e| Error::Runner(format!("serializing turn {}: {e}", record.turn)))?;
         writeln!(self.turns, "{line}")
             .and_then(|_| self.turns.flush())
+            .map_err(|e| Error::io(&path, e))?;
+        self.write_grader_example(record)
+    }
+
+    /// A judged done claim becomes an unlabelled grader example (see
+    /// [`GraderExample`](crate::planner::grader::GraderExample)).
+    fn write_grader_example(&mut self, record: &TurnRecord) -> Result<()> {
+        let (Some(NextMove::Done { summary, .. }), Some(verdict), Some(screenshot)) =
+            (&record.next_move, &record.verdict, &record.screenshot)
+        else {
+            return Ok(());
+        };
+        let example = crate::planner::grader::GraderExample {
+            screenshot: PathBuf::from(screenshot),
+            view: Some(record.view.clone()),
+            goal: self.goal.clone(),
+            summary: summary.clone(),
+            verified: None,
+            hint: None,
+            grader_verified: Some(verdict.verified),
+        };
+        let path = self.dir.join(GRADER_EXAMPLES_FILE);
+        let line = serde_json::to_string(&example)
+            .map_err(|e| Error::Runner(format!("serializing a grader example: {e}")))?;
+        fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| writeln!(f, "{line}"))
             .map_err(|e| Error::io(&path, e))
     }
 
