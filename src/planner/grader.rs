@@ -573,13 +573,14 @@ mod tests {
 
     #[test]
     fn zero_shot_accepts_when_the_model_says_yes_and_sums_over_spellings() -> Result<()> {
-        // Steering toward "Yes" lifts the one-token spellings that start it.
+        // Steering toward "Yes" lifts the `Yes` token alone (logit 4, every other spelling
+        // 0): log(e^4 + 5) - log(6) - 1 = 1.3 nats, p = 0.79.
         let (head, model) = zero_shot_and_model("Yes")?;
         let (p, _) = head.verdict_logit(
             &model.logits()?,
             &Tensor::zeros(8, DType::F32, &Device::Cpu)?,
         )?;
-        assert!(p > 0.9, "p = {p}");
+        assert!(p > 0.75, "p = {p}");
         let (head, model) = zero_shot_and_model("No")?;
         let (p, _) = head.verdict_logit(
             &model.logits()?,
