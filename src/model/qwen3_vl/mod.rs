@@ -2,7 +2,7 @@
 //!
 //! Our own implementation (see DESIGN.md, decision 1); the reference for every number
 //! is Hugging Face transformers' `modeling_qwen3_vl.py`, checked by the golden tests in
-//! `tests/model_golden.rs`.
+//! `tests/all/model_golden.rs`.
 //!
 //! # Example
 //!
