@@ -367,8 +367,8 @@ pub const MAX_ID_CHARS: usize = 200;
 /// chat-control sequence (`<|`, which the prompt must defuse and so could not show
 /// verbatim), at most `min(view.budget.max_elements, MAX_ELEMENTS)` of them.
 ///
-/// This is the one selection the prompt and the grammar share (ARCHITECTURE.md, "one
-/// source of truth"): the prompt may show fewer, to fit the turn's token budget, and
+/// This is the one selection the prompt and the grammar share (ARCHITECTURE.md,
+/// decision 4): the prompt may show fewer, to fit the turn's token budget, and
 /// then builds the grammar from the view it rendered, whose selection is that prefix.
 pub fn selected_elements(view: &PlanningView) -> Vec<&PlanningElement> {
     let limit = (view.budget.max_elements as usize).min(MAX_ELEMENTS);

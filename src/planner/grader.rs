@@ -1,4 +1,4 @@
-//! The `verify_done` grader (ARCHITECTURE.md, "grader head").
+//! The `verify_done` grader (ARCHITECTURE.md, decision 7).
 //!
 //! The grader asks its own question under its own short system turn
 //! ([`GRADER_SYSTEM_PROMPT`](crate::planner::prompt::GRADER_SYSTEM_PROMPT)): the screen,

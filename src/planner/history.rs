@@ -1,4 +1,4 @@
-//! History the model can read (ARCHITECTURE.md, "history is compact, but visible").
+//! History the model can read (ARCHITECTURE.md, decision 6).
 //!
 //! Sightline renders every turn fresh, so the model sees no earlier assistant turn: the
 //! last [`DETAILED_STEPS`] steps are shown with their action (type, target, clipped text)

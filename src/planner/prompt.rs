@@ -430,7 +430,7 @@ pub const MIN_TURN_TOKENS: usize = 256;
 /// layer's memories, knowledge, events, adapter facts and evidence, each list capped.
 ///
 /// Adapter actions are not rendered: no grammar rule accepts them, and the prompt shows
-/// only what the model can do (ARCHITECTURE.md, "one source of truth").
+/// only what the model can do (ARCHITECTURE.md, decision 4).
 pub fn render_view(view: &PlanningView, has_screenshot: bool) -> String {
     let mut out = String::new();
     if !has_screenshot {

@@ -2,13 +2,11 @@
 //! sampled decode ends without a move; and the ids a move can target are exactly the
 //! ids the prompt shows.
 
-mod decode_support;
-
 use std::time::Instant;
 
+use crate::decode_support::{env, ids, scripted, view};
 use anyhow::{bail, ensure, Context, Result};
 use cel_contracts::{NextMove, PlannedAction};
-use decode_support::{env, ids, scripted, view};
 use sightline::decode::{
     decode_move, selected_elements, ActionKind, DecodeOptions, Grammar, GrammarEngine,
     GrammarLimits, GrammarOptions, MoveSpec, Sampling,

@@ -2,7 +2,6 @@
 //! screen itself (a click after which the screen stays the same fails, and the history
 //! says so; a click that changes the screen lands), and `--trace` writes each done claim
 //! as a grader example to label.
-#![cfg(feature = "desktop")]
 
 use std::sync::{Arc, Mutex};
 
