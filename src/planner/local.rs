@@ -126,7 +126,8 @@ pub struct PlannerOptions {
     /// Most visual tokens per screenshot. Default: the model's `preprocessor_config.json`,
     /// else [`crate::image::DEFAULT_MAX_TOKENS`].
     pub max_visual_tokens: Option<usize>,
-    /// Sampling and the token budget. Default: greedy, 1,024 tokens.
+    /// Sampling. Default: greedy. (A move's token budget comes from its grammar; see
+    /// [`DecodeOptions::budget_tokens`].)
     pub decode: DecodeOptions,
     /// Which actions the caller's runtime executes, and whether `xy:` targets are allowed.
     pub grammar: GrammarOptions,

@@ -234,3 +234,55 @@ fn the_grammar_accepts_exactly_the_ids_the_prompt_shows() -> Result<()> {
     }
     Ok(())
 }
+
+/// A thought is written first, bounded by its own token cap, and dropped from the move;
+/// its cost is the key plus its text (printed: the `--think-tokens` cost).
+#[test]
+fn a_thought_precedes_the_move_costs_its_own_tokens_and_is_stripped() -> Result<()> {
+    let v = view(&ids(3, false), &[]);
+    let decode_steered =
+        |thought_tokens: usize, target: &str| -> Result<(NextMove, usize, String)> {
+            let options = GrammarOptions {
+                limits: GrammarLimits {
+                    thought_tokens,
+                    ..GrammarLimits::default()
+                },
+                ..GrammarOptions::default()
+            };
+            let spec = MoveSpec::new(&v, &options)?;
+            let grammar = Grammar::for_move(env(), &spec, GrammarEngine::Lark)?;
+            let (mut model, logits) = crate::decode_support::steered(target)?;
+            let out = decode_move(&mut model, &logits, &grammar, &DecodeOptions::default())?;
+            Ok((out.next_move, out.decoded.stats.tokens, out.decoded.text))
+        };
+    let bare = r#"{"kind":"batch","purpose":"Save","steps":[{"purpose":"Click Save","kind":"deterministic","action":{"type":"click","target_id":"el-1"}}]}"#;
+    let (plain, plain_tokens, _) = decode_steered(0, bare)?;
+    let thought = "The Save button is at the top left of the window.";
+    let with = format!(r#"{{"thought":"{thought}",{}"#, &bare[1..]);
+    for cap in [8usize, 32] {
+        let (mv, tokens, text) = decode_steered(cap, &with)?;
+        let written = sightline::decode::move_thought(&text).context("no thought")?;
+        ensure!(thought.starts_with(&written), "{written}");
+        let thought_tokens = env().tokenize(&written).len();
+        ensure!(
+            thought_tokens <= cap + 1,
+            "cap {cap}: {thought_tokens} tokens"
+        );
+        if written != thought {
+            // Cut at its bound: the steered model loses its script; the move stays valid.
+            eprintln!("--think-tokens {cap}: thought cut to {thought_tokens} tokens");
+            continue;
+        }
+        ensure!(
+            serde_json::to_value(&mv)? == serde_json::to_value(&plain)?,
+            "the thought changed the move: {text}"
+        );
+        let cost = tokens - plain_tokens;
+        eprintln!(
+            "--think-tokens {cap}: thought of {thought_tokens} tokens costs {cost} tokens \
+             ({plain_tokens} without, {tokens} with)"
+        );
+        ensure!(cost <= thought_tokens + 8, "cap {cap}: cost {cost}");
+    }
+    Ok(())
+}
