@@ -7,3 +7,5 @@ pub mod models;
 pub mod plan;
 #[cfg(feature = "desktop")]
 pub mod run;
+#[cfg(feature = "desktop")]
+pub mod view;

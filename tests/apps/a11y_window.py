@@ -13,6 +13,8 @@ window; with no window manager there is no decoration, so content = screen minus
     check box "Notify"  at ( 20, 136) size 200x30
     label "Status: ready" at (20, 186) size 400x24
 
+Alpha removes itself once clicked (so a test can make an element id stale).
+
 Each control appends one line to LOG_FILE when something happens to it:
     clicked Alpha | clicked Beta | clicked Delete | text <the entry's text> | toggled Notify on/off
 and "ready" once the window is mapped. The tests read this file; the layout above is what
@@ -53,10 +55,17 @@ def main() -> int:
     fixed = Gtk.Fixed()
     win.add(fixed)
 
+    def on_clicked(button: Gtk.Button, name: str) -> None:
+        record(f"clicked {name}")
+        # Alpha goes away when clicked: what was on screen at the capture is gone, and an id
+        # naming it is stale.
+        if name == "Alpha":
+            button.destroy()
+
     for i, name in enumerate(["Alpha", "Beta", "Delete"]):
         b = Gtk.Button(label=name)
         b.set_size_request(120, 40)
-        b.connect("clicked", lambda _b, n=name: record(f"clicked {n}"))
+        b.connect("clicked", on_clicked, name)
         fixed.put(b, 20 + 140 * i, 20)
 
     entry = Gtk.Entry()

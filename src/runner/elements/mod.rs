@@ -72,7 +72,8 @@ pub struct ElementBudget {
 impl Default for ElementBudget {
     fn default() -> Self {
         Self {
-            max_elements: 150,
+            // The view's own default element budget: the planner shows no more.
+            max_elements: cel_contracts::PlanningBudget::default().max_elements as usize,
             max_depth: 40,
             max_ms: 1_500,
         }
