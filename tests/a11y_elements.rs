@@ -21,9 +21,7 @@ use anyhow::{bail, ensure, Context};
 use cel_contracts::{GoalOutcome, RunLimits};
 use runner_support::*;
 use serde_json::Value;
-use sightline::runner::{
-    ElementClick, NoopObserver, RunOptions, Runner, SettleOptions, XDesktop,
-};
+use sightline::runner::{ElementClick, NoopObserver, RunOptions, Runner, SettleOptions, XDesktop};
 
 /// The test window's place on the root window and its controls' layout inside it (the same
 /// numbers as in `tests/apps/a11y_window.py`): id, role, name, x, y, width, height.
@@ -264,8 +262,13 @@ fn view_json_lists_the_windows_controls_with_their_layouts_bounds() -> anyhow::R
         checkbox.map(|e| &e["state"]["checked"]),
         Some(&Value::Bool(false))
     );
-    assert!(table.iter().any(|e| e["role"] == "label" && e["name"] == "Status: ready"));
-    assert_eq!(doc["screenshot_size"], serde_json::json!([SCREEN.0, SCREEN.1]));
+    assert!(table
+        .iter()
+        .any(|e| e["role"] == "label" && e["name"] == "Status: ready"));
+    assert_eq!(
+        doc["screenshot_size"],
+        serde_json::json!([SCREEN.0, SCREEN.1])
+    );
     // An unchanged screen gives the same ids and bounds on every capture.
     let again = view_json(&session)?;
     assert_eq!(again["view"]["elements"], doc["view"]["elements"]);
@@ -273,7 +276,10 @@ fn view_json_lists_the_windows_controls_with_their_layouts_bounds() -> anyhow::R
     // The text form names the same elements.
     let (code, text, _) = session.sightline(&["view"])?;
     assert_eq!(code, 0);
-    assert!(text.contains("button_beta") && text.contains("from atspi in"), "{text}");
+    assert!(
+        text.contains("button_beta") && text.contains("from atspi in"),
+        "{text}"
+    );
     Ok(())
 }
 
@@ -303,11 +309,26 @@ fn replayed_element_clicks_and_typing_reach_the_window() -> anyhow::Result<()> {
     )?;
     let (code, stdout, stderr) = session.run_replay(&moves, "fill in the form")?;
     assert_eq!(code, 0, "{stdout}{stderr}");
-    assert!(session.wait_for_event("clicked Beta")?, "{:?}", session.events()?);
-    assert!(session.wait_for_event("text hello")?, "{:?}", session.events()?);
-    assert!(session.wait_for_event("toggled Notify on")?, "{:?}", session.events()?);
+    assert!(
+        session.wait_for_event("clicked Beta")?,
+        "{:?}",
+        session.events()?
+    );
+    assert!(
+        session.wait_for_event("text hello")?,
+        "{:?}",
+        session.events()?
+    );
+    assert!(
+        session.wait_for_event("toggled Notify on")?,
+        "{:?}",
+        session.events()?
+    );
     // Nothing else was pressed.
-    assert!(!session.events()?.iter().any(|l| l.contains("Alpha") || l.contains("Delete")));
+    assert!(!session
+        .events()?
+        .iter()
+        .any(|l| l.contains("Alpha") || l.contains("Delete")));
     Ok(())
 }
 
@@ -327,7 +348,10 @@ fn a_stale_element_id_is_a_step_error_not_a_click_elsewhere() -> anyhow::Result<
                 "press Alpha twice",
                 &[
                     ("press Alpha", click("button_alpha")),
-                    ("let it go", serde_json::json!({ "type": "wait", "ms": 500 })),
+                    (
+                        "let it go",
+                        serde_json::json!({ "type": "wait", "ms": 500 }),
+                    ),
                     ("press Alpha again", click("button_alpha")),
                 ],
             ),
@@ -351,8 +375,7 @@ fn a_stale_element_id_is_a_step_error_not_a_click_elsewhere() -> anyhow::Result<
 }
 
 #[test]
-fn a_click_on_delete_is_refused_by_its_real_name_unless_the_goal_confirms() -> anyhow::Result<()>
-{
+fn a_click_on_delete_is_refused_by_its_real_name_unless_the_goal_confirms() -> anyhow::Result<()> {
     let _x = x11_lock();
     if !stack_available()? {
         return Ok(());
@@ -362,13 +385,19 @@ fn a_click_on_delete_is_refused_by_its_real_name_unless_the_goal_confirms() -> a
     let by_id = session.moves(
         "by_id.jsonl",
         &[
-            batch("tidy up", &[("press the third button", click("button_delete"))]),
+            batch(
+                "tidy up",
+                &[("press the third button", click("button_delete"))],
+            ),
             done("tidied"),
         ],
     )?;
     let (code, stdout, stderr) = session.run_replay(&by_id, "tidy up the form")?;
     assert_eq!(code, 3, "{stdout}{stderr}");
-    assert!(stdout.contains("refused") && stdout.contains("delete"), "{stdout}");
+    assert!(
+        stdout.contains("refused") && stdout.contains("delete"),
+        "{stdout}"
+    );
 
     // An xy: point on the Delete button: the gate asks the tree what is under it.
     let (x, y, w, h) = (300 + 60, 20 + 20, SCREEN.0, SCREEN.1);
@@ -394,10 +423,8 @@ fn a_click_on_delete_is_refused_by_its_real_name_unless_the_goal_confirms() -> a
     );
 
     // Confirmed in the goal: the same plan runs.
-    let (code, stdout, stderr) = session.run_replay(
-        &by_id,
-        "delete the record; I confirm the deletion",
-    )?;
+    let (code, stdout, stderr) =
+        session.run_replay(&by_id, "delete the record; I confirm the deletion")?;
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(session.wait_for_event("clicked Delete")?);
     Ok(())
@@ -449,7 +476,10 @@ fn without_an_accessibility_bus_or_with_no_elements_targets_are_points() -> anyh
     assert!(text.contains("no elements"), "{text}");
     let by_id = session.moves(
         "by_id.jsonl",
-        &[batch("press Beta", &[("press Beta", click("button_beta"))]), done("pressed")],
+        &[
+            batch("press Beta", &[("press Beta", click("button_beta"))]),
+            done("pressed"),
+        ],
     )?;
     let (code, stdout, _) = session.sightline(&[
         "run",
@@ -504,7 +534,10 @@ fn pointer_clicks_land_on_the_visible_centre_and_the_planner_sees_the_elements(
         ..RunOptions::default()
     };
     let planner = ScriptedPlanner::new(vec![
-        batch_move("press Beta", vec![step("press Beta", click_action("button_beta"))]),
+        batch_move(
+            "press Beta",
+            vec![step("press Beta", click_action("button_beta"))],
+        ),
         runner_support::done("pressed"),
     ]);
     let mut runner = Runner::new(Box::new(XDesktop::open(None)?), options);
@@ -525,7 +558,12 @@ fn pointer_clicks_land_on_the_visible_centre_and_the_planner_sees_the_elements(
         report.history[0]
     );
     let seen = planner.seen.lock().map_err(|e| anyhow::anyhow!("{e}"))?;
-    let ids: Vec<&str> = seen[0].view.elements.iter().map(|e| e.id.as_str()).collect();
+    let ids: Vec<&str> = seen[0]
+        .view
+        .elements
+        .iter()
+        .map(|e| e.id.as_str())
+        .collect();
     for &(id, ..) in LAYOUT {
         assert!(ids.contains(&id), "{id} not shown to the planner: {ids:?}");
     }

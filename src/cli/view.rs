@@ -79,7 +79,10 @@ fn print_view(args: &ViewArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         monitor.index, monitor.name, view.screen.active_app, view.screen.window
     )?;
     let Some(table) = table else {
-        writeln!(out, "no elements: the planner sees the screenshot and xy: points only")?;
+        writeln!(
+            out,
+            "no elements: the planner sees the screenshot and xy: points only"
+        )?;
         return Ok(());
     };
     writeln!(

@@ -246,7 +246,10 @@ mod tests {
             image_height: 1800,
             input_units_per_pixel: 0.5,
         };
-        assert_eq!(g.pixel_of_input(InputPoint { x: 1540, y: 50 }), (200.0, 100.0));
+        assert_eq!(
+            g.pixel_of_input(InputPoint { x: 1540, y: 50 }),
+            (200.0, 100.0)
+        );
         assert_eq!(g.input_of_pixel(200, 100), InputPoint { x: 1540, y: 50 });
     }
 

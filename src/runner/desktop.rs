@@ -79,8 +79,8 @@ impl XDesktop {
     /// platform) the desktop has no elements, and says so once on stderr.
     fn connect_elements() -> ElementsState {
         #[cfg(all(target_os = "linux", feature = "accessibility"))]
-        let connected = super::elements::AtspiSource::connect()
-            .map(|s| Box::new(s) as Box<dyn ElementSource>);
+        let connected =
+            super::elements::AtspiSource::connect().map(|s| Box::new(s) as Box<dyn ElementSource>);
         #[cfg(not(all(target_os = "linux", feature = "accessibility")))]
         let connected: Result<Box<dyn ElementSource>> = Err(Error::Runner(
             "no accessibility tree: this build reads elements only from AT-SPI2 on Linux".into(),
@@ -89,7 +89,9 @@ impl XDesktop {
             Ok(source) => ElementsState::Connected(source),
             Err(e) => {
                 if !NO_BUS_NOTICE.swap(true, Ordering::SeqCst) {
-                    eprintln!("sightline: {e}; the planner sees the screenshot and xy: points only");
+                    eprintln!(
+                        "sightline: {e}; the planner sees the screenshot and xy: points only"
+                    );
                 }
                 ElementsState::Unavailable
             }
@@ -233,8 +235,10 @@ impl ElementResolver<'_> {
             return Ok(None);
         };
         let now = self.source.refresh(captured, self.geometry)?;
-        let screen =
-            super::elements::PixelRect::image(self.geometry.image_width, self.geometry.image_height);
+        let screen = super::elements::PixelRect::image(
+            self.geometry.image_width,
+            self.geometry.image_height,
+        );
         let visible = now.bounds.intersect(&screen).ok_or_else(|| {
             Error::Runner(format!(
                 "element {id:?} is stale: it moved off the captured monitor since the screenshot"

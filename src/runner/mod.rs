@@ -61,8 +61,8 @@ mod options;
 use std::time::{Duration, Instant};
 
 use cel_contracts::{
-    AttemptRecord, FailureReport, GoalOutcome, NextMove, PlanProducer, PlannedAction,
-    PlanningView, RunProgress,
+    AttemptRecord, FailureReport, GoalOutcome, NextMove, PlanProducer, PlannedAction, PlanningView,
+    RunProgress,
 };
 use serde_json::{json, Value};
 

@@ -556,6 +556,41 @@ mod tests {
     }
 
     #[test]
+    fn gate_judges_the_seen_element_name_not_the_purpose() {
+        let v = view(vec![]);
+        let press = |target: &str| {
+            step(
+                "press the third button",
+                PlannedAction::Click {
+                    target_id: target.into(),
+                    expect_after: None,
+                },
+            )
+        };
+        let seen = |id: &str| {
+            (id == "button_3" || id == "xy:500,40").then(|| ElementFacts {
+                id: "button_3".into(),
+                role: "button".into(),
+                name: "Delete".into(),
+            })
+        };
+        for target in ["button_3", "xy:500,40"] {
+            let r = check_step_seen("tidy up", &press(target), &v, &seen);
+            assert_eq!(r.map(|r| r.trigger), Some("delete".to_string()), "{target}");
+            assert!(check_step_seen(
+                "delete it, I confirm the deletion",
+                &press(target),
+                &v,
+                &seen
+            )
+            .is_none());
+        }
+        // Without what the screen says, the same steps pass: the purpose is harmless.
+        assert!(check_step("tidy up", &press("xy:500,40"), &v).is_none());
+        assert!(check_step_seen("tidy up", &press("xy:10,10"), &v, &seen).is_none());
+    }
+
+    #[test]
     fn corner_failsafe_is_relative_to_the_monitor_origin() {
         let g = ScreenGeometry::physical(1920, 0, 1280, 800);
         assert!(in_failsafe_corner(InputPoint { x: 1921, y: 1 }, &g));

@@ -189,13 +189,7 @@ impl AtspiSource {
         Ok(clip_value(&text.get_text(0, count)?))
     }
 
-    fn walk(
-        &self,
-        dest: &str,
-        path: &str,
-        depth: usize,
-        walk: &mut Walk<'_>,
-    ) -> zbus::Result<()> {
+    fn walk(&self, dest: &str, path: &str, depth: usize, walk: &mut Walk<'_>) -> zbus::Result<()> {
         if walk.out_of_budget() {
             walk.truncated = true;
             return Ok(());
@@ -299,7 +293,11 @@ impl ElementSource for AtspiSource {
         Ok(table)
     }
 
-    fn refresh(&mut self, element: &ScreenElement, geometry: &ScreenGeometry) -> Result<RawElement> {
+    fn refresh(
+        &mut self,
+        element: &ScreenElement,
+        geometry: &ScreenGeometry,
+    ) -> Result<RawElement> {
         let (dest, path) = Self::split_handle(&element.raw.handle)?;
         let stale = |why: String| {
             Error::Runner(format!(

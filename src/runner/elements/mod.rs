@@ -1,6 +1,7 @@
 //! Elements from the accessibility tree: what a user can act on or read on the captured monitor,
-//! with short stable ids, roles, names, states and bounds in screenshot pixels (ARCHITECTURE.md,
-//! "elements from the accessibility tree").
+//! with short stable ids, roles, names, states and bounds in screenshot pixels. On the desktop
+//! they are the view's elements, so the planner's grammar allows exactly their ids plus `xy:`
+//! points; without an accessibility bus the view has none and targets are points only.
 //!
 //! An [`ElementSource`] reads the platform's accessibility tree into an [`ElementTable`]: the
 //! [`PlanningElement`]s the planner sees (ids, roles, names, values, states) plus, per id, what
@@ -261,11 +262,7 @@ impl ElementTable {
                 let base = element_id_base(&raw.role, &raw.name);
                 let n = seen.entry(base.clone()).or_insert(0);
                 *n += 1;
-                let id = if *n == 1 {
-                    base
-                } else {
-                    format!("{base}_{n}")
-                };
+                let id = if *n == 1 { base } else { format!("{base}_{n}") };
                 ScreenElement { id, raw, visible }
             })
             .collect();
@@ -373,12 +370,16 @@ pub trait ElementSource: Send {
 
     /// Reads the elements of the focused application (or the visible top-level windows when no
     /// window is active) that lie on the monitor of `geometry`.
-    fn capture(&mut self, geometry: &ScreenGeometry, budget: &ElementBudget)
-        -> Result<ElementTable>;
+    fn capture(
+        &mut self,
+        geometry: &ScreenGeometry,
+        budget: &ElementBudget,
+    ) -> Result<ElementTable>;
 
     /// Reads `element` again, now: its current bounds, states and name. An element that is gone,
     /// hidden, or is now another control is an error saying so (the id is stale).
-    fn refresh(&mut self, element: &ScreenElement, geometry: &ScreenGeometry) -> Result<RawElement>;
+    fn refresh(&mut self, element: &ScreenElement, geometry: &ScreenGeometry)
+        -> Result<RawElement>;
 
     /// Performs the accessible action named `action` on `element`.
     fn invoke(&mut self, element: &ScreenElement, action: &str) -> Result<()>;
@@ -440,7 +441,10 @@ mod tests {
         ];
         let table = ElementTable::from_raw(input.clone(), 1280, 800, 10);
         let ids: Vec<&str> = table.elements.iter().map(|e| e.id.as_str()).collect();
-        assert_eq!(ids, ["text", "button_ok", "button_ok_2", "label_status-ready"]);
+        assert_eq!(
+            ids,
+            ["text", "button_ok", "button_ok_2", "label_status-ready"]
+        );
         assert_eq!(table.get("button_ok").map(|e| e.raw.bounds.x), Some(10));
         // The same screen read in another order gives the same ids.
         let mut reversed = input;
@@ -486,8 +490,14 @@ mod tests {
         big.bounds.width = 500;
         big.bounds.height = 500;
         let t = ElementTable::from_raw(vec![big, raw("button", "Delete", 50, 50)], 1280, 800, 10);
-        assert_eq!(t.hit_test(60, 60).map(|e| e.id.as_str()), Some("button_delete"));
-        assert_eq!(t.hit_test(400, 400).map(|e| e.id.as_str()), Some("label_panel"));
+        assert_eq!(
+            t.hit_test(60, 60).map(|e| e.id.as_str()),
+            Some("button_delete")
+        );
+        assert_eq!(
+            t.hit_test(400, 400).map(|e| e.id.as_str()),
+            Some("label_panel")
+        );
         assert!(t.hit_test(900, 900).is_none());
     }
 
