@@ -21,6 +21,7 @@ use anyhow::{bail, ensure, Context};
 use cel_contracts::{GoalOutcome, RunLimits};
 use runner_support::*;
 use serde_json::Value;
+use sightline::decode::{GrammarOptions, MoveSpec};
 use sightline::runner::{ElementClick, NoopObserver, RunOptions, Runner, SettleOptions, XDesktop};
 
 /// The test window's place on the root window and its controls' layout inside it (the same
@@ -269,6 +270,15 @@ fn view_json_lists_the_windows_controls_with_their_layouts_bounds() -> anyhow::R
         doc["screenshot_size"],
         serde_json::json!([SCREEN.0, SCREEN.1])
     );
+    // The planner's grammar for this view allows exactly these ids, and xy: points.
+    let view: cel_contracts::PlanningView = serde_json::from_value(doc["view"].clone())?;
+    let spec = MoveSpec::new(&view, &GrammarOptions::default())?;
+    for &(id, ..) in LAYOUT {
+        assert!(spec.is_valid_target(id), "{id}");
+    }
+    assert!(spec.is_valid_target("xy:500,500"));
+    assert!(!spec.is_valid_target("button_gamma"));
+    assert_eq!(spec.target_ids().len(), table.len());
     // An unchanged screen gives the same ids and bounds on every capture.
     let again = view_json(&session)?;
     assert_eq!(again["view"]["elements"], doc["view"]["elements"]);
