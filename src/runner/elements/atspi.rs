@@ -301,7 +301,8 @@ impl ElementSource for AtspiSource {
         let (dest, path) = Self::split_handle(&element.raw.handle)?;
         let stale = |why: String| {
             Error::Runner(format!(
-                "element {:?} ({} {:?}) is stale: {why} since the screenshot; look again",
+                "element {:?} ({} {:?}) is stale: {why} (the screen changed since the \
+                 screenshot); look again",
                 element.id, element.raw.role, element.raw.name
             ))
         };
