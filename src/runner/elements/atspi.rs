@@ -6,7 +6,8 @@
 //! per object, more than the one or two properties read.
 //!
 //! The walk: the registry's root lists the applications; their children are top-level
-//! windows. Windows in state `active` are walked (the focused application); when none is
+//! windows. The showing windows of the application owning the `active` window are walked (the
+//! focused application; its menus and dialogs are windows of their own); when no window is
 //! active (no window manager, as on a bare Xvfb) every showing window is. Below a window, a
 //! subtree that is not `showing` is skipped whole (toolkits hide children with their parent),
 //! and an element is kept when its role is one a user acts on or reads, it is `showing` and
@@ -92,10 +93,12 @@ impl AtspiSource {
             .build()
     }
 
-    /// The top-level windows to walk: the active ones, else every showing one.
+    /// The top-level windows to walk: every showing window of the applications that own an
+    /// active window (the focused application, with its menus and dialogs, which are windows
+    /// of their own), else every showing window.
     fn windows(&self) -> zbus::Result<Vec<(String, String)>> {
         let root = self.accessible(REGISTRY, ROOT_PATH)?;
-        let mut active = Vec::new();
+        let mut focused = Vec::new();
         let mut showing = Vec::new();
         for app in root.get_children()? {
             let Some(app_name) = app.name_as_str().map(str::to_string) else {
@@ -109,20 +112,26 @@ impl AtspiSource {
             let Ok(windows) = app_proxy.get_children() else {
                 continue;
             };
+            let mut app_windows = Vec::new();
+            let mut app_active = false;
             for w in windows {
                 let path = w.path_as_str().to_string();
                 let dest = w.name_as_str().unwrap_or(&app_name).to_string();
                 let Ok(states) = self.accessible(&dest, &path).and_then(|p| p.get_state()) else {
                     continue;
                 };
-                if states.contains(State::Active) {
-                    active.push((dest, path));
-                } else if states.contains(State::Showing) {
-                    showing.push((dest, path));
+                app_active |= states.contains(State::Active);
+                if states.contains(State::Showing) {
+                    app_windows.push((dest, path));
                 }
             }
+            if app_active {
+                focused.extend(app_windows);
+            } else {
+                showing.extend(app_windows);
+            }
         }
-        Ok(if active.is_empty() { showing } else { active })
+        Ok(if focused.is_empty() { showing } else { focused })
     }
 
     /// Reads one element's details (name, value, bounds, actions); `None` when it has no
