@@ -191,7 +191,7 @@ impl TargetResolver for XyResolver {
 #[serde(rename_all = "snake_case")]
 pub enum ElementClick {
     /// The element's own accessible action (`click`, `press` or `activate`) where it offers
-    /// one, else the pointer. The default: the action reaches the control even where the
+    /// one, else (or when the action fails) the pointer. The default: the action reaches the control even where the
     /// pointer would land on a tooltip, a popup or an overlapping window, needs no window
     /// manager to hand over focus, and cannot hit a neighbour when bounds are a pixel off.
     #[default]

@@ -305,12 +305,25 @@ impl Runner {
                         action: Some(action),
                         ..
                     }) => {
-                        let source = self.desktop.elements().ok_or_else(|| StepError {
-                            message: "the accessibility tree is no longer reachable".into(),
-                            recoverable: true,
-                        })?;
-                        source.invoke(&element, &action).map_err(input_err)?;
-                        json!({ "invoked": action, "element": element.id })
+                        let invoked = match self.desktop.elements() {
+                            Some(source) => source.invoke(&element, &action),
+                            None => Err(Error::Runner(
+                                "the accessibility tree is no longer reachable".into(),
+                            )),
+                        };
+                        match invoked {
+                            Ok(()) => json!({ "invoked": action, "element": element.id }),
+                            // The element was just re-read and is on screen: where its action
+                            // fails, the pointer still reaches it.
+                            Err(e) => {
+                                self.click_at(p, state).map_err(input_err)?;
+                                json!({
+                                    "clicked": [p.x, p.y],
+                                    "element": element.id,
+                                    "action_failed": e.to_string(),
+                                })
+                            }
+                        }
                     }
                     Some(ElementTarget { element, .. }) => {
                         self.click_at(p, state).map_err(input_err)?;
