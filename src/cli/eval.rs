@@ -73,6 +73,12 @@ pub struct DesktopArgs {
     /// Runs per task.
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,
+    /// Cap every task's step budget at this many steps.
+    #[arg(long)]
+    pub max_steps: Option<u32>,
+    /// Cap every task's time budget at this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<u64>,
     /// Run the I-th of N slices of the sorted task list (I from 0).
     #[arg(long, value_name = "I/N")]
     pub shard: Option<Shard>,
@@ -148,18 +154,28 @@ pub fn eval(args: &EvalArgs) -> i32 {
 
 fn desktop(args: &DesktopArgs) -> Result<i32> {
     anyhow::ensure!(args.repeat >= 1, "--repeat must be at least 1");
+    anyhow::ensure!(
+        args.max_steps != Some(0) && args.timeout != Some(0),
+        "--max-steps and --timeout must be at least 1"
+    );
     let mut tasks = load_suite(&args.suite)?;
     if let Some(globs) = &args.tasks {
         tasks = filter_tasks(tasks, globs)?;
     }
-    let shard_suffix = args.shard.map(|s| format!("-shard-{}-of-{}", s.index, s.count));
+    let shard_suffix = args
+        .shard
+        .map(|s| format!("-shard-{}-of-{}", s.index, s.count));
     if let Some(shard) = args.shard {
         tasks = shard.select(tasks);
     }
     let agent = match (&args.model, args.oracle, &args.replay) {
         (_, true, _) => Agent::Oracle,
         (_, _, Some(replay)) => {
-            anyhow::ensure!(replay.is_file(), "--replay {}: no such file", replay.display());
+            anyhow::ensure!(
+                replay.is_file(),
+                "--replay {}: no such file",
+                replay.display()
+            );
             Agent::Replay(replay.canonicalize()?)
         }
         (model, false, None) => {
@@ -199,6 +215,8 @@ fn desktop(args: &DesktopArgs) -> Result<i32> {
         agent,
         out_dir: out.clone(),
         scratch_root: None,
+        max_steps_cap: args.max_steps,
+        timeout_cap_s: args.timeout,
     };
     ctrlc::set_handler(|| STOP.store(true, Ordering::SeqCst))
         .context("cannot install the Ctrl-C handler")?;
@@ -231,8 +249,11 @@ fn desktop(args: &DesktopArgs) -> Result<i32> {
         &STOP,
     )?;
     let summary = Summary::of(&runs);
-    std::fs::write(&summary_path, serde_json::to_string_pretty(&summary)? + "\n")
-        .with_context(|| format!("{}: cannot write", summary_path.display()))?;
+    std::fs::write(
+        &summary_path,
+        serde_json::to_string_pretty(&summary)? + "\n",
+    )
+    .with_context(|| format!("{}: cannot write", summary_path.display()))?;
     print_summary(&summary, args.json)?;
     eprintln!(
         "{} run(s) in {:.1} s; results in {}",
@@ -251,8 +272,15 @@ fn desktop(args: &DesktopArgs) -> Result<i32> {
     Ok(exit_code::SUCCESS)
 }
 
-fn first_line(s: &str) -> &str {
-    s.lines().next().unwrap_or("")
+/// The first line of `s`, cut to a terminal line's worth (a model's text can be long).
+fn first_line(s: &str) -> String {
+    const MAX_CHARS: usize = 100;
+    let line = s.lines().next().unwrap_or("");
+    if line.chars().count() > MAX_CHARS {
+        format!("{}…", line.chars().take(MAX_CHARS).collect::<String>())
+    } else {
+        line.to_string()
+    }
 }
 
 fn print_summary(summary: &Summary, json: bool) -> Result<()> {
@@ -281,6 +309,9 @@ fn merge(args: &MergeArgs) -> Result<i32> {
     Ok(exit_code::SUCCESS)
 }
 
+/// Token budget of each `purpose` (and `summary`, `reason`) in a grounding answer.
+const GROUNDING_SENTENCE_TOKENS: usize = 12;
+
 fn grounding(args: &GroundingArgs) -> Result<i32> {
     let mut records = read_records(&args.data, args.images.as_deref(), args.bbox.0)?;
     if let Some(n) = args.limit {
@@ -291,12 +322,12 @@ fn grounding(args: &GroundingArgs) -> Result<i32> {
     // possible and score as misses).
     options.grammar.actions = vec![ActionKind::Click];
     options.grammar.coordinate_targets = true;
+    // One step, short sentences: the click is all that is scored, and a small model's
+    // free-text purposes would otherwise dominate the time per record.
+    options.grammar.limits.max_steps = 1;
+    options.grammar.limits.sentence_tokens = GROUNDING_SENTENCE_TOKENS;
     let planner = LocalPlanner::load(&options)?;
-    let model_label = args
-        .model
-        .model
-        .clone()
-        .unwrap_or_else(|| "default".into());
+    let model_label = args.model.model.clone().unwrap_or_else(|| "default".into());
     let mut out = match &args.out {
         Some(p) => Some(
             std::fs::File::create(p).with_context(|| format!("{}: cannot create", p.display()))?,
@@ -311,9 +342,8 @@ fn grounding(args: &GroundingArgs) -> Result<i32> {
         }
         let png = std::fs::read(&rec.image)
             .with_context(|| format!("line {}: {}: cannot read", rec.line, rec.image.display()))?;
-        let (width, height) = image::image_dimensions(&rec.image).with_context(|| {
-            format!("line {}: {}: not an image", rec.line, rec.image.display())
-        })?;
+        let (width, height) = image::image_dimensions(&rec.image)
+            .with_context(|| format!("line {}: {}: not an image", rec.line, rec.image.display()))?;
         let view = grounding_view(&rec.instruction, width, height);
         let t0 = Instant::now();
         let planned = planner.plan(&Turn {

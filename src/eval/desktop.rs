@@ -70,6 +70,10 @@ pub struct DesktopEvalOptions {
     pub out_dir: PathBuf,
     /// Where scratch directories go (default: the system temp directory).
     pub scratch_root: Option<PathBuf>,
+    /// Caps every task's step budget (a quick look at a slow model).
+    pub max_steps_cap: Option<u32>,
+    /// Caps every task's time budget, in seconds.
+    pub timeout_cap_s: Option<u64>,
 }
 
 /// Runs one task once and returns its result. Setup failures are results too (reason
@@ -190,10 +194,16 @@ fn run_agent(
         }
     }
     let goal = session.placeholders().apply(&task.goal);
+    let max_steps = options
+        .max_steps_cap
+        .map_or(task.budget.max_steps, |cap| cap.min(task.budget.max_steps));
+    let timeout_s = options
+        .timeout_cap_s
+        .map_or(task.budget.timeout_s, |cap| cap.min(task.budget.timeout_s));
     cmd.arg("--max-steps")
-        .arg(task.budget.max_steps.to_string())
+        .arg(max_steps.max(1).to_string())
         .arg("--timeout")
-        .arg(task.budget.timeout_s.to_string())
+        .arg(timeout_s.max(1).to_string())
         .arg("--trace")
         .arg(trace_dir)
         .arg("--")
@@ -212,7 +222,7 @@ fn run_agent(
         .stdout(log)
         .stderr(log_err);
     let mut child = GroupChild::spawn(cmd, "the runner (sightline run)")?;
-    let deadline = Instant::now() + Duration::from_secs(task.budget.timeout_s) + RUNNER_GRACE;
+    let deadline = Instant::now() + Duration::from_secs(timeout_s) + RUNNER_GRACE;
     let mut status = child.wait_until(deadline, stop)?;
     let mut killed = false;
     if status.is_none() {

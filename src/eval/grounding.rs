@@ -103,7 +103,11 @@ pub fn read_records(
         let array: Vec<Value> = serde_json::from_str(&text).map_err(|e| {
             Error::InvalidInput(format!("{}: not a JSON array: {e}", path.display()))
         })?;
-        array.into_iter().enumerate().map(|(i, v)| (i + 1, v)).collect()
+        array
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| (i + 1, v))
+            .collect()
     } else {
         let mut out = Vec::new();
         for (i, line) in text.lines().enumerate() {
@@ -157,11 +161,20 @@ fn record_of(
         return Err(bad("bbox must be four numbers"));
     };
     let target = match format {
-        BoxFormat::Xyxy => PixelBox { x1: a, y1: b2, x2: c, y2: d },
-        BoxFormat::Xywh => PixelBox { x1: a, y1: b2, x2: a + c, y2: b2 + d },
+        BoxFormat::Xyxy => PixelBox {
+            x1: a,
+            y1: b2,
+            x2: c,
+            y2: d,
+        },
+        BoxFormat::Xywh => PixelBox {
+            x1: a,
+            y1: b2,
+            x2: a + c,
+            y2: b2 + d,
+        },
     };
-    if !(target.x1 <= target.x2 && target.y1 <= target.y2 && target.x1 >= 0.0 && target.y1 >= 0.0)
-    {
+    if !(target.x1 <= target.x2 && target.y1 <= target.y2 && target.x1 >= 0.0 && target.y1 >= 0.0) {
         return Err(bad(&format!(
             "bbox {:?} is not a box with x1 ≤ x2, y1 ≤ y2 (for [x, y, w, h] boxes pass --bbox xywh)",
             b
@@ -188,7 +201,11 @@ pub fn grid_to_pixel(x: u32, y: u32, width: u32, height: u32) -> (f64, f64) {
 
 /// The click point of a move, in image pixels: the first step's `click` target. `Err` says
 /// what the move was instead.
-pub fn click_point(mv: &NextMove, width: u32, height: u32) -> std::result::Result<(f64, f64), String> {
+pub fn click_point(
+    mv: &NextMove,
+    width: u32,
+    height: u32,
+) -> std::result::Result<(f64, f64), String> {
     let NextMove::Batch { steps, .. } = mv else {
         let kind = serde_json::to_value(mv)
             .ok()
@@ -259,7 +276,11 @@ impl Accuracy {
         Accuracy {
             n,
             hits,
-            accuracy: if n == 0 { 0.0 } else { f64::from(hits) / f64::from(n) },
+            accuracy: if n == 0 {
+                0.0
+            } else {
+                f64::from(hits) / f64::from(n)
+            },
             ci95: wilson_interval(u64::from(hits), u64::from(n), Z_95),
         }
     }
@@ -290,7 +311,12 @@ impl GroundingSummary {
             keys.sort();
             keys.dedup();
             keys.into_iter()
-                .map(|k| (k.to_string(), Accuracy::of(results.iter().filter(|r| key(r) == k))))
+                .map(|k| {
+                    (
+                        k.to_string(),
+                        Accuracy::of(results.iter().filter(|r| key(r) == k)),
+                    )
+                })
                 .collect()
         };
         GroundingSummary {
@@ -360,7 +386,12 @@ mod tests {
         assert_eq!(grid_to_pixel(500, 500, 640, 400), (320.0, 200.0));
         assert_eq!(grid_to_pixel(1000, 1000, 640, 400), (639.0, 399.0));
         assert_eq!(grid_to_pixel(0, 0, 640, 400), (0.0, 0.0));
-        let b = PixelBox { x1: 300.0, y1: 180.0, x2: 340.0, y2: 220.0 };
+        let b = PixelBox {
+            x1: 300.0,
+            y1: 180.0,
+            x2: 340.0,
+            y2: 220.0,
+        };
         let inside = click_point(&click("xy:500,500"), 640, 400)?;
         assert!(b.contains(inside.0, inside.1));
         // Edges count: (300, 180) is the box's corner; xy:469,450 → (300.16→300, 180).
@@ -387,7 +418,10 @@ mod tests {
         .map_err(|e| Error::io(&jsonl, e))?;
         let r = read_records(&jsonl, None, BoxFormat::Xyxy)?;
         assert_eq!(r[0].image, dir.path().join("a.png"));
-        assert_eq!((r[0].kind.as_str(), r[0].platform.as_str()), ("text", "unknown"));
+        assert_eq!(
+            (r[0].kind.as_str(), r[0].platform.as_str()),
+            ("text", "unknown")
+        );
         let array = dir.path().join("ss.json");
         std::fs::write(
             &array,
@@ -396,12 +430,31 @@ mod tests {
         .map_err(|e| Error::io(&array, e))?;
         let r = read_records(&array, Some(Path::new("/imgs")), BoxFormat::Xywh)?;
         assert_eq!(r[0].image, Path::new("/imgs/x.png"));
-        assert_eq!(r[0].target, PixelBox { x1: 10.0, y1: 20.0, x2: 40.0, y2: 60.0 });
-        assert_eq!((r[0].kind.as_str(), r[0].platform.as_str()), ("icon", "ios"));
-        std::fs::write(&jsonl, "{\"image\":\"a.png\",\"instruction\":\"i\",\"bbox\":[5,5,1,1]}\n")
-            .map_err(|e| Error::io(&jsonl, e))?;
-        let err = read_records(&jsonl, None, BoxFormat::Xyxy).unwrap_err().to_string();
-        assert!(err.contains("d.jsonl line 1") && err.contains("xywh"), "{err}");
+        assert_eq!(
+            r[0].target,
+            PixelBox {
+                x1: 10.0,
+                y1: 20.0,
+                x2: 40.0,
+                y2: 60.0
+            }
+        );
+        assert_eq!(
+            (r[0].kind.as_str(), r[0].platform.as_str()),
+            ("icon", "ios")
+        );
+        std::fs::write(
+            &jsonl,
+            "{\"image\":\"a.png\",\"instruction\":\"i\",\"bbox\":[5,5,1,1]}\n",
+        )
+        .map_err(|e| Error::io(&jsonl, e))?;
+        let err = read_records(&jsonl, None, BoxFormat::Xyxy)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("d.jsonl line 1") && err.contains("xywh"),
+            "{err}"
+        );
         Ok(())
     }
 
@@ -413,12 +466,20 @@ mod tests {
             kind: kind.into(),
             platform: "desktop".into(),
             point: hit.then_some((1.0, 1.0)),
-            target: PixelBox { x1: 0.0, y1: 0.0, x2: 2.0, y2: 2.0 },
+            target: PixelBox {
+                x1: 0.0,
+                y1: 0.0,
+                x2: 2.0,
+                y2: 2.0,
+            },
             hit,
             error: None,
             ms: 10.0,
         };
-        let s = GroundingSummary::of("m", &[res("text", true), res("text", false), res("icon", true)]);
+        let s = GroundingSummary::of(
+            "m",
+            &[res("text", true), res("text", false), res("icon", true)],
+        );
         assert_eq!((s.overall.hits, s.overall.n), (2, 3));
         assert_eq!(s.by_type["text"].hits, 1);
         assert_eq!(s.by_type["icon"].accuracy, 1.0);

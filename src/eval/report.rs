@@ -266,8 +266,10 @@ impl Summary {
             settle_ms: per_turn(|s| s.settle_ms),
             verify_ms: per_turn(|s| s.verify_ms),
         };
-        let planner: Vec<&PlannerStages> =
-            runs.iter().filter_map(|r| r.planner_stages.as_ref()).collect();
+        let planner: Vec<&PlannerStages> = runs
+            .iter()
+            .filter_map(|r| r.planner_stages.as_ref())
+            .collect();
         let calls: u64 = planner.iter().map(|p| u64::from(p.calls)).sum();
         let planner_stages_per_call = (calls > 0).then(|| {
             let mean = |f: fn(&PlannerStages) -> f64| {
@@ -288,7 +290,11 @@ impl Summary {
             tasks: by_task.len() as u32,
             runs: n,
             passed,
-            success_rate: if n == 0 { 0.0 } else { f64::from(passed) / f64::from(n) },
+            success_rate: if n == 0 {
+                0.0
+            } else {
+                f64::from(passed) / f64::from(n)
+            },
             ci95: wilson_interval(u64::from(passed), u64::from(n), Z_95),
             refusals: runs.iter().filter(|r| r.refused).count() as u32,
             failures,
@@ -407,7 +413,9 @@ pub fn planner_stages_from_log(log: &str) -> Option<PlannerStages> {
             let end = rest.find(' ').unwrap_or(rest.len());
             rest[..end].parse().ok()
         };
-        let Some(total) = field("total_ms") else { continue };
+        let Some(total) = field("total_ms") else {
+            continue;
+        };
         sums.calls += 1;
         sums.total_ms += total;
         sums.preprocess_ms += field("preprocess_ms").unwrap_or(0.0);
@@ -448,12 +456,21 @@ mod tests {
     fn wilson_interval_matches_known_values() {
         // 8 of 10: the textbook Wilson interval (0.4902, 0.9433).
         let (lo, hi) = wilson_interval(8, 10, Z_95);
-        assert!((lo - 0.4902).abs() < CI_TOL && (hi - 0.9433).abs() < CI_TOL, "{lo} {hi}");
+        assert!(
+            (lo - 0.4902).abs() < CI_TOL && (hi - 0.9433).abs() < CI_TOL,
+            "{lo} {hi}"
+        );
         // 15 of 15: the upper end is 1, the lower end 1 / (1 + z²/n) = 0.7961.
         let (lo, hi) = wilson_interval(15, 15, Z_95);
-        assert!((lo - 0.7961).abs() < CI_TOL && (hi - 1.0).abs() < 1e-12, "{lo} {hi}");
+        assert!(
+            (lo - 0.7961).abs() < CI_TOL && (hi - 1.0).abs() < 1e-12,
+            "{lo} {hi}"
+        );
         let (lo, hi) = wilson_interval(0, 15, Z_95);
-        assert!(lo.abs() < 1e-12 && (hi - 0.2039).abs() < CI_TOL, "{lo} {hi}");
+        assert!(
+            lo.abs() < 1e-12 && (hi - 0.2039).abs() < CI_TOL,
+            "{lo} {hi}"
+        );
         assert_eq!(wilson_interval(0, 0, Z_95), (0.0, 1.0));
     }
 

@@ -262,7 +262,10 @@ impl TaskSession {
             ("DISPLAY".to_string(), xvfb.display().to_string()),
             ("HOME".to_string(), home_s.clone()),
             ("XDG_CONFIG_HOME".to_string(), format!("{home_s}/.config")),
-            ("XDG_DATA_HOME".to_string(), format!("{home_s}/.local/share")),
+            (
+                "XDG_DATA_HOME".to_string(),
+                format!("{home_s}/.local/share"),
+            ),
             ("XDG_CACHE_HOME".to_string(), format!("{home_s}/.cache")),
             (
                 "XDG_RUNTIME_DIR".to_string(),
@@ -337,7 +340,12 @@ impl TaskSession {
         Ok(())
     }
 
-    fn wait_for_window(&mut self, command: &SetupCommand, what: &str, stop: &AtomicBool) -> Result<()> {
+    fn wait_for_window(
+        &mut self,
+        command: &SetupCommand,
+        what: &str,
+        stop: &AtomicBool,
+    ) -> Result<()> {
         let Some(pattern) = &command.wait_window else {
             return Ok(());
         };
@@ -404,12 +412,24 @@ fn set_private(dir: &Path) -> Result<()> {
 
 /// Runs `cmd` in its own process group to the end or `timeout`, collecting stdout and
 /// stderr (the end of them). A stop request kills it.
-pub fn run_to_end(mut cmd: Command, timeout: Duration, stop: &AtomicBool) -> Result<CommandOutcome> {
+pub fn run_to_end(
+    mut cmd: Command,
+    timeout: Duration,
+    stop: &AtomicBool,
+) -> Result<CommandOutcome> {
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = GroupChild::spawn(cmd, "command")?;
     let readers: Vec<_> = [
-        child.child_mut().stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>),
-        child.child_mut().stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>),
+        child
+            .child_mut()
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+        child
+            .child_mut()
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
     ]
     .into_iter()
     .flatten()
@@ -468,7 +488,10 @@ mod tests {
         cmd.args(["-c", "echo out; echo err >&2; exit 3"]);
         let o = run_to_end(cmd, Duration::from_secs(10), &stop)?;
         assert_eq!(o.exit_code, Some(3));
-        assert!(o.output.contains("out") && o.output.contains("err"), "{o:?}");
+        assert!(
+            o.output.contains("out") && o.output.contains("err"),
+            "{o:?}"
+        );
         assert!(!o.success());
 
         // A command whose background grandchild holds the pipes open still ends: the group is

@@ -194,7 +194,9 @@ impl Task {
         }
         let budget = raw.budget.unwrap_or_default();
         if budget.max_steps == 0 || budget.timeout_s == 0 {
-            return Err(bad("budget.max_steps and budget.timeout_s must be ≥ 1".into()));
+            return Err(bad(
+                "budget.max_steps and budget.timeout_s must be ≥ 1".into()
+            ));
         }
         for (i, s) in raw.setup.iter().enumerate() {
             if s.run.trim().is_empty() {
@@ -450,14 +452,29 @@ mod tests {
         assert_eq!(t.oracle, dir.path().join("b-task.oracle.jsonl"));
         assert_eq!(t.budget, TaskBudget::default());
         write("a-task.toml", "goal = \"g\"\n[check]\nrun=\"true\"\n")?;
-        let names: Vec<String> = load_suite(dir.path())?.into_iter().map(|t| t.name).collect();
+        let names: Vec<String> = load_suite(dir.path())?
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
         assert_eq!(names, ["a-task", "b-task"]);
 
         for (name, text, why) in [
-            ("e1.toml", "goal=\"\"\n[check]\nrun=\"true\"\n", "goal is empty"),
+            (
+                "e1.toml",
+                "goal=\"\"\n[check]\nrun=\"true\"\n",
+                "goal is empty",
+            ),
             ("e2.toml", "goal=\"g\"\n", "check"),
-            ("e3.toml", "goal=\"g\"\nscreen=[10,10]\n[check]\nrun=\"x\"\n", "screen"),
-            ("e4.toml", "goal=\"g\"\nbogus=1\n[check]\nrun=\"x\"\n", "bogus"),
+            (
+                "e3.toml",
+                "goal=\"g\"\nscreen=[10,10]\n[check]\nrun=\"x\"\n",
+                "screen",
+            ),
+            (
+                "e4.toml",
+                "goal=\"g\"\nbogus=1\n[check]\nrun=\"x\"\n",
+                "bogus",
+            ),
             (
                 "e5.toml",
                 "goal=\"g\"\n[[setup]]\nrun=\"x\"\nplace=[0,0]\n[check]\nrun=\"x\"\n",
@@ -465,7 +482,10 @@ mod tests {
             ),
         ] {
             let p = write(name, text)?;
-            let err = Task::load(&p).err().map(|e| e.to_string()).unwrap_or_default();
+            let err = Task::load(&p)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
             assert!(err.contains(name) && err.contains(why), "{name}: {err}");
             std::fs::remove_file(&p).map_err(|e| Error::io(&p, e))?;
         }
