@@ -322,9 +322,10 @@ fn grounding(args: &GroundingArgs) -> Result<i32> {
     // possible and score as misses).
     options.grammar.actions = vec![ActionKind::Click];
     options.grammar.coordinate_targets = true;
-    // One step, short sentences: the click is all that is scored, and a small model's
-    // free-text purposes would otherwise dominate the time per record.
-    options.grammar.limits.max_steps = 1;
+    // Few steps, short sentences: the first click is all that is scored, and a small model's
+    // free-text purposes would otherwise dominate the time per record. (Two steps, not one:
+    // the move grammar writes `(step){0,max-1}`, which llguidance rejects for a maximum of 1.)
+    options.grammar.limits.max_steps = 2;
     options.grammar.limits.sentence_tokens = GROUNDING_SENTENCE_TOKENS;
     let planner = LocalPlanner::load(&options)?;
     let model_label = args.model.model.clone().unwrap_or_else(|| "default".into());

@@ -11,7 +11,8 @@
 //!   time per stage, failures by reason); merging shards.
 //! - [`grounding`]: ScreenSpot-style click grounding: records, the model's click, hit scoring.
 //!
-//! Task success is what a task's checker says, whatever the agent claimed (ARCHITECTURE.md).
+//! Task success is what a task's checker says, whatever the agent claimed (ARCHITECTURE.md,
+//! decision 11).
 
 #[cfg(feature = "desktop")]
 pub mod desktop;
