@@ -69,6 +69,7 @@
 pub mod bench;
 pub mod decode;
 pub mod error;
+pub mod eval;
 pub mod generate;
 pub mod hub;
 pub mod image;

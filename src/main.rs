@@ -40,6 +40,9 @@ enum Command {
     /// Measure load, memory, vision, prefill, decode, grammar and whole turns on a
     /// real-shape random model; optionally side by side with llama.cpp.
     Bench(cli::bench::BenchArgs),
+    /// Measure task success: a desktop task suite, click grounding, merging shards.
+    #[cfg(feature = "desktop")]
+    Eval(cli::eval::EvalArgs),
 }
 
 fn main() -> ExitCode {
@@ -62,6 +65,8 @@ fn main() -> ExitCode {
         Command::Models(args) => cli::models::models(args),
         Command::Generate(args) => cli::generate::generate(args),
         Command::Bench(args) => cli::bench::bench(args),
+        #[cfg(feature = "desktop")]
+        Command::Eval(args) => cli::eval::eval(args),
     };
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }

@@ -2,6 +2,8 @@
 //! it, returning the process exit code.
 
 pub mod bench;
+#[cfg(feature = "desktop")]
+pub mod eval;
 pub mod generate;
 pub mod models;
 pub mod plan;

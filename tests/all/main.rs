@@ -31,6 +31,10 @@ mod decode_measure;
 mod decode_property;
 mod decode_rules;
 mod decode_tiny_model;
+#[cfg(feature = "desktop")]
+mod eval_cli;
+#[cfg(feature = "desktop")]
+mod eval_support;
 mod fixtures;
 mod generate_cli;
 mod hub_cli;
