@@ -24,6 +24,10 @@ enum Command {
     /// Drive the desktop toward a goal: look, plan, act, look again.
     #[cfg(feature = "desktop")]
     Run(cli::run::RunArgs),
+    /// Print the current screen's planning view as the planner would see it: elements from
+    /// the accessibility tree with ids, roles, names and bounds (`--json`: view plus bounds).
+    #[cfg(feature = "desktop")]
+    View(cli::view::ViewArgs),
     /// Plan one turn from a screenshot and a view; print the NextMove JSON.
     Plan(cli::plan::PlanArgs),
     /// Judge a "done" claim against a screenshot; print the DoneVerdict JSON.
@@ -51,6 +55,8 @@ fn main() -> ExitCode {
     let code = match &cli.command {
         #[cfg(feature = "desktop")]
         Command::Run(args) => cli::run::run(args, Some(&model_planner)),
+        #[cfg(feature = "desktop")]
+        Command::View(args) => cli::view::view(args),
         Command::Plan(args) => cli::plan::plan(args),
         Command::Verify(args) => cli::plan::verify(args),
         Command::Models(args) => cli::models::models(args),

@@ -8,6 +8,8 @@ pub mod plan;
 pub mod resolve;
 #[cfg(feature = "desktop")]
 pub mod run;
+#[cfg(feature = "desktop")]
+pub mod view;
 
 /// An error and its causes on one line, `message: cause: cause…`, for the `error:` lines.
 /// A cause whose text the line already ends with is skipped: Sightline's errors keep their
