@@ -3,20 +3,49 @@
 //! Every variant names what a caller can act on: a file to fix or fetch, a tokenizer
 //! that belongs to another model, an image to replace, a device to choose. Messages
 //! name the file, key or tensor that is wrong.
+//!
+//! Errors keep their cause: a variant built from an underlying error (I/O, candle,
+//! safetensors, serde_json, a tool that would not start, …) returns it from
+//! [`std::error::Error::source`], so a caller can match on the variant and still walk the
+//! chain. The message (`Display`) is the same as when the cause was flattened into it, so a
+//! program that prints only the top message loses nothing; one that prints the chain should
+//! skip a cause the message already ends with (the `sightline` binary does).
+//! [`Error::InvalidInput`] is for a caller's input only; a broken invariant (a bug) is
+//! [`Error::Internal`].
 
+use std::fmt;
 use std::path::PathBuf;
+
+/// An underlying error kept as a cause.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Writes `: cause` after a message when there is a cause (the message then reads as it did
+/// when the cause was formatted into it).
+struct CauseSuffix<'a>(&'a Option<BoxError>);
+
+impl fmt::Display for CauseSuffix<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(cause) => write!(f, ": {cause}"),
+            None => Ok(()),
+        }
+    }
+}
 
 /// Everything that can go wrong in Sightline, as a caller sees it.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// A model file is missing, truncated or corrupt, or lacks a tensor or key.
-    #[error("model file {path}: {reason}")]
+    #[error("model file {}: {reason}{}", path.display(), CauseSuffix(source))]
     ModelFile {
         /// The file (or directory) that is wrong.
         path: PathBuf,
         /// What is wrong with it, naming the tensor or key.
         reason: String,
+        /// The reader's error, when one was behind it.
+        #[source]
+        source: Option<BoxError>,
     },
     /// The model's configuration is inconsistent or unsupported.
     #[error("model config: {0}")]
@@ -80,6 +109,18 @@ pub enum Error {
     /// An error from candle's tensor code.
     #[error("tensor computation: {0}")]
     Candle(#[from] candle_core::Error),
+    /// An external tool (such as llama.cpp's `llama-bench`) could not be started.
+    #[error("starting {tool}: {source}")]
+    Process {
+        /// The program, as it was named or found.
+        tool: String,
+        /// Why it did not start.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A broken invariant: a bug in Sightline, not a problem with the caller's input or files.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 /// Shorthand for results carrying [`Error`].
@@ -99,6 +140,39 @@ impl Error {
         Error::ModelFile {
             path: path.into(),
             reason: reason.into(),
+            source: None,
         }
+    }
+
+    /// An [`Error::ModelFile`] for `path` caused by `source` (its message is appended to
+    /// `reason` in the display, and it is the error's [`source`](std::error::Error::source)).
+    pub fn model_file_caused(
+        path: impl Into<PathBuf>,
+        reason: impl Into<String>,
+        source: impl Into<BoxError>,
+    ) -> Self {
+        Error::ModelFile {
+            path: path.into(),
+            reason: reason.into(),
+            source: Some(source.into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn a_caused_model_file_error_reads_as_before_and_keeps_its_cause() {
+        let io = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "early end");
+        let e = Error::model_file_caused("m.gguf", "tensor t", io);
+        assert_eq!(e.to_string(), "model file m.gguf: tensor t: early end");
+        let cause = e.source().map(|c| c.to_string());
+        assert_eq!(cause.as_deref(), Some("early end"));
+        let plain = Error::model_file("m.gguf", "tensor t is missing");
+        assert_eq!(plain.to_string(), "model file m.gguf: tensor t is missing");
+        assert!(plain.source().is_none());
     }
 }

@@ -59,6 +59,7 @@
 //! | [`hub`] | model manifests (`models/*.toml`), downloads into the Hugging Face cache, local paths |
 //! | `runner` | the desktop loop (feature `desktop`): xcap capture, elements from the accessibility tree (AT-SPI2), enigo input, safety gates, traces |
 //! | [`kernels`] | the masked pick on the device (CUDA, Metal) and its CPU reference |
+//! | [`keys`] | the key names the grammar offers and the runner presses |
 //! | [`tokenizer`], [`view`], [`error`] | the tokenizer and Qwen's special tokens; building views; [`Error`] |
 //! | [`generate`], [`bench`] | free generation and the benchmark behind `sightline generate` / `bench` |
 //!
@@ -74,6 +75,7 @@ pub mod generate;
 pub mod hub;
 pub mod image;
 pub mod kernels;
+pub mod keys;
 pub mod model;
 pub mod planner;
 #[cfg(feature = "desktop")]

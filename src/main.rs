@@ -79,10 +79,15 @@ fn main() -> ExitCode {
 fn model_planner(
     request: &cli::run::PlannerRequest,
 ) -> anyhow::Result<Box<dyn cel_contracts::PlanProducer>> {
-    use sightline::planner::{LocalPlanner, PlannerOptions};
-    let mut options = PlannerOptions::new(cli::plan::model_source(&request.model)?);
-    options.device = request.device.parse()?;
-    options.max_visual_tokens = Some(request.model.visual_token_budget as usize);
+    use cli::resolve::{planner_options, ModelSettings};
+    use sightline::planner::LocalPlanner;
+    let options = planner_options(
+        &request.model,
+        &ModelSettings {
+            device: &request.device,
+            ..ModelSettings::default()
+        },
+    )?;
     let planner = LocalPlanner::load(&options)?;
     let report = planner.report();
     eprintln!(

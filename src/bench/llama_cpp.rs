@@ -247,9 +247,10 @@ fn run_with_timeout(mut cmd: Command, timeout: Duration) -> Result<(String, Stri
     let name = format!("{:?}", cmd.get_program());
     cmd.stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| Error::InvalidInput(format!("starting {name}: {e}")))?;
+    let mut child = cmd.spawn().map_err(|source| Error::Process {
+        tool: name.clone(),
+        source,
+    })?;
     // Read both pipes on threads so a chatty tool cannot block on a full pipe.
     let mut out = child.stdout.take();
     let mut err = child.stderr.take();

@@ -4,6 +4,8 @@
 //! - [`shape`]: the dimension table (Qwen3-VL 2B / 4B / 8B, and a tiny one for tests).
 //! - [`plan`]: every file, tensor, storage type and metadata key of a generated model,
 //!   laid out as llama.cpp's converter and quantizer write them.
+//!   The `f16` format's safetensors directory is planned in `safetensors_plan.rs`.
+//! - [`vocab`]: the real Qwen tokenizer every generated model carries, as GGUF arrays.
 //! - [`gguf_writer`]: a GGUF writer that streams tensor data.
 //! - [`generate`]: writing a plan to disk chunk by chunk, and the on-disk cache.
 //! - [`stages`]: the measurements (load, memory, vision, prefill, decode, grammar, turn).
@@ -15,8 +17,10 @@ pub mod gguf_writer;
 pub mod llama_cpp;
 pub mod plan;
 pub mod report;
+mod safetensors_plan;
 pub mod shape;
 pub mod stages;
+pub mod vocab;
 
 pub use generate::{default_cache_root, ensure_model, BenchModel, GenerateOptions};
 pub use plan::{plan_model, BenchFormat};

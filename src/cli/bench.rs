@@ -4,17 +4,25 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use candle_core::quantized::GgmlDType;
-use sightline::bench::llama_cpp::{features_on, run_llama_bench, run_mtmd, LlamaRun, ToolSearch};
+use sightline::bench::llama_cpp::{
+    features_on, run_llama_bench, run_mtmd, LlamaRun, LlamaTools, ToolSearch,
+};
 use sightline::bench::report::{
     BenchReport, LlamaCppReport, MachineReport, MemoryCheck, ModelReport, SettingsReport,
 };
-use sightline::bench::stages::{memory_sample, synthetic_screenshot, StageBench, StageOptions};
+use sightline::bench::stages::{
+    memory_sample, synthetic_screenshot, DecodeResult, GrammarResult, PrefillResult, StageBench,
+    StageOptions, TurnResult, VisionResult,
+};
 use sightline::bench::{
     default_cache_root, ensure_model, BenchFormat, GenerateOptions, ModelShape,
 };
 use sightline::model::weights::ModelSource;
+use sightline::model::Quantization;
+
+use crate::cli::resolve::{parse_quantize, resolve_model};
 
 /// Arguments of `sightline bench`.
 #[derive(Debug, Clone, clap::Args)]
@@ -28,10 +36,11 @@ pub struct BenchArgs {
     /// Quantize an f16 safetensors model while loading: q4k, q5k, q6k, q8_0 or none.
     #[arg(long, default_value = "q4k")]
     pub quantize: String,
-    /// Measure this model instead of a generated one: a safetensors directory, or a text
-    /// GGUF with its mmproj*.gguf beside it.
+    /// Measure this model instead of a generated one, resolved like every command's
+    /// `--model`: a local path (a safetensors directory, a text GGUF with its mmproj*.gguf
+    /// beside it, or a directory holding a GGUF pair), a manifest id or a Hub repo id.
     #[arg(long)]
-    pub model: Option<PathBuf>,
+    pub model: Option<String>,
     /// Where generated models are cached (default: $SIGHTLINE_CACHE/bench or ~/.cache/sightline/bench).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
@@ -84,48 +93,6 @@ pub struct BenchArgs {
     pub llama_timeout_s: u64,
 }
 
-fn parse_quantize(s: &str) -> Result<Option<GgmlDType>> {
-    Ok(match s.to_ascii_lowercase().as_str() {
-        "none" => None,
-        "q4k" | "q4_k" => Some(GgmlDType::Q4K),
-        "q5k" | "q5_k" => Some(GgmlDType::Q5K),
-        "q6k" | "q6_k" => Some(GgmlDType::Q6K),
-        "q8_0" | "q8" => Some(GgmlDType::Q8_0),
-        other => bail!("--quantize {other:?}: expected q4k, q5k, q6k, q8_0 or none"),
-    })
-}
-
-/// A GGUF text model and the `mmproj*.gguf` beside it, or a safetensors directory.
-fn source_of(path: &Path) -> Result<ModelSource> {
-    if path.is_dir() {
-        return Ok(ModelSource::Safetensors {
-            dir: path.to_path_buf(),
-        });
-    }
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut candidates: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("listing {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("mmproj") && n.ends_with(".gguf"))
-        })
-        .collect();
-    candidates.sort();
-    match candidates.as_slice() {
-        [mmproj] => Ok(ModelSource::Gguf {
-            text: path.to_path_buf(),
-            mmproj: mmproj.clone(),
-        }),
-        [] => bail!("no mmproj*.gguf beside {}", path.display()),
-        many => bail!("several mmproj*.gguf beside {}: {many:?}", path.display()),
-    }
-}
-
 fn files_size(source: &ModelSource) -> u64 {
     let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     match source {
@@ -148,9 +115,8 @@ fn describe(source: &ModelSource) -> String {
     }
 }
 
-fn note(json: bool, msg: &str) {
-    // Progress notes go to stderr either way; stdout holds only the table or the JSON.
-    let _ = json;
+/// A progress note, on stderr: stdout holds only the table or the JSON.
+fn note(msg: &str) {
     eprintln!("{msg}");
 }
 
@@ -159,99 +125,20 @@ pub fn bench(args: &BenchArgs) -> i32 {
     match run(args) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("sightline bench: {e:#}");
+            eprintln!("sightline bench: {}", crate::cli::error_line(&e));
             2
         }
     }
 }
 
 fn run(args: &BenchArgs) -> Result<()> {
-    let threads = args
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .max(1);
-    // candle sizes its thread pools from these on first use: set them before any tensor work.
-    std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
-    std::env::set_var("CANDLE_NUM_THREADS", threads.to_string());
-
-    let quantize_arg = parse_quantize(&args.quantize)?;
-    let (source, mut model_report, format) = match &args.model {
-        Some(path) => {
-            let source = source_of(path)?;
-            let format = if matches!(source, ModelSource::Gguf { .. }) {
-                "gguf"
-            } else {
-                "safetensors"
-            };
-            let quantize = if format == "safetensors" {
-                quantize_arg
-            } else {
-                None
-            };
-            (
-                source.clone(),
-                ModelReport {
-                    shape: "custom".into(),
-                    format: format.into(),
-                    quantize: quantize.map(|q| format!("{q:?}")),
-                    source: describe(&source),
-                    file_bytes: files_size(&source),
-                    generated: false,
-                    generate_s: 0.0,
-                },
-                None,
-            )
-        }
-        None => {
-            let shape: ModelShape = args.shape.parse()?;
-            let format: BenchFormat = args.format.parse()?;
-            let root = args.cache_dir.clone().unwrap_or_else(default_cache_root);
-            note(
-                args.json,
-                &format!("model: {shape} {format} in {}", root.display()),
-            );
-            let made = ensure_model(
-                shape,
-                format,
-                &root,
-                &GenerateOptions {
-                    threads,
-                    progress: true,
-                },
-            )?;
-            if made.generated {
-                note(
-                    args.json,
-                    &format!("generated in {:.1} s", made.generate_secs),
-                );
-            } else {
-                note(args.json, "reused from the cache");
-            }
-            let quantize = if format.is_gguf() { None } else { quantize_arg };
-            (
-                made.source.clone(),
-                ModelReport {
-                    shape: shape.name().into(),
-                    format: format.name().into(),
-                    quantize: quantize.map(|q| format!("{q:?}")),
-                    source: describe(&made.source),
-                    file_bytes: made.file_bytes,
-                    generated: made.generated,
-                    generate_s: made.generate_secs,
-                },
-                Some(format),
-            )
-        }
-    };
-    if let ModelSource::Gguf { .. } = source {
-        model_report.quantize = None;
-    }
-
+    let threads = set_threads(args.threads);
+    let quantize = parse_quantize(&args.quantize)?.map(Quantization::dtype);
+    let (source, model_report) = bench_model(args, threads, quantize)?;
     let png = match &args.image {
         Some(p) => std::fs::read(p).with_context(|| format!("reading {}", p.display()))?,
         None => synthetic_screenshot(1920, 1080, 0)?,
     };
-
     let options = StageOptions {
         prompt_tokens: args.prompt_tokens,
         gen_tokens: args.gen_tokens,
@@ -259,151 +146,47 @@ fn run(args: &BenchArgs) -> Result<()> {
         max_visual_tokens: args.max_visual_tokens,
         threads,
         quantize: if matches!(source, ModelSource::Safetensors { .. }) {
-            quantize_arg
+            quantize
         } else {
             None
         },
         seed: 7,
         exact_weights: args.exact_weights,
     };
-
-    // llama.cpp: only on a GGUF pair; the tools alternate with our stages below.
-    let mut llama: Option<LlamaCppReport> = None;
-    let mut tools = None;
-    if args.compare_llama_cpp {
-        let mut report = LlamaCppReport::default();
-        if !matches!(source, ModelSource::Gguf { .. }) {
-            report.skipped = Some(
-                "the comparison needs a GGUF pair (--format q4_k_m or q8_0); llama.cpp cannot load a safetensors directory".into(),
-            );
-        } else {
-            let found = ToolSearch {
-                bench: args.llama_bench.clone(),
-                mtmd_cli: args.llama_mtmd_cli.clone(),
-                dir: args.llama_dir.clone(),
-            }
-            .resolve()?;
-            if found.bench.is_none() && found.mtmd_cli.is_none() {
-                report.skipped = Some("neither llama-bench nor llama-mtmd-cli was found (PATH, --llama-dir, --llama-bench, --llama-mtmd-cli)".into());
-            }
-            report.llama_bench = found.bench.as_ref().map(|p| p.display().to_string());
-            report.llama_mtmd_cli = found.mtmd_cli.as_ref().map(|p| p.display().to_string());
-            tools = Some(found);
-        }
-        llama = Some(report);
-    }
+    let (mut llama, tools) = find_llama_cpp(args, &source)?;
     let lrun = LlamaRun {
         threads,
         repeat: args.repeat,
         timeout: Duration::from_secs(args.llama_timeout_s),
     };
 
-    note(args.json, "loading");
+    note("loading");
     let (mut stages, load) = StageBench::load(&source, &options)?;
     let kv = stages.kv_cache_bytes();
     let memory_check = MemoryCheck::new(model_report.file_bytes, kv, load.peak_rss_load_bytes);
 
+    // Ours and llama.cpp's alternate, stage by stage.
     let vision = if args.no_vision {
         None
     } else {
-        note(args.json, "vision encode");
-        Some(stages.vision(&png)?)
-    };
-    if let (Some(vision), Some(report), Some(tools), ModelSource::Gguf { text, mmproj }) =
-        (&vision, llama.as_mut(), tools.as_ref(), &source)
-    {
-        if let Some(tool) = &tools.mtmd_cli {
-            note(args.json, "llama.cpp: llama-mtmd-cli");
-            let image_path = match &args.image {
-                Some(p) => p.clone(),
-                None => {
-                    let p = std::env::temp_dir()
-                        .join(format!("sightline-bench-{}.png", std::process::id()));
-                    std::fs::write(&p, &png).with_context(|| format!("writing {}", p.display()))?;
-                    p
-                }
-            };
-            match run_mtmd(
-                tool,
-                text,
-                mmproj,
-                &image_path,
-                args.max_visual_tokens,
-                &lrun,
-            ) {
-                Ok(t) => {
-                    report.vision_speed_ratio = Some(t.encode_ms / vision.encode_ms);
-                    if let Some(info) = &t.system_info {
-                        report.cpu_features = features_on(info);
-                    }
-                    report.vision = Some(t);
-                }
-                Err(e) => report.errors.push(format!("llama-mtmd-cli: {e}")),
-            }
-            if args.image.is_none() {
-                let _ = std::fs::remove_file(&image_path);
-            }
+        note("vision encode");
+        let vision = stages.vision(&png)?;
+        if let (Some(report), Some(tools)) = (llama.as_mut(), tools.as_ref()) {
+            compare_vision(args, &source, &png, &vision, tools, &lrun, report)?;
         }
-    }
-
-    note(args.json, "prefill");
-    let prefill = stages.prefill()?;
-    let text_gguf = match &source {
-        ModelSource::Gguf { text, .. } => Some(text.clone()),
-        _ => None,
+        Some(vision)
     };
     let bench_tool = tools.as_ref().and_then(|t| t.bench.clone());
-    if let (Some(report), Some(tool), Some(text)) = (llama.as_mut(), &bench_tool, &text_gguf) {
-        note(args.json, "llama.cpp: llama-bench prefill");
-        match run_llama_bench(tool, text, args.prompt_tokens, 0, 0, &lrun) {
-            Ok(out) => {
-                report.prefill_ratio = out
-                    .prefill_ts(args.prompt_tokens as u64)
-                    .map(|t| prefill.tokens_per_s / t);
-                report.prefill = Some(out);
-            }
-            Err(e) => report.errors.push(format!("llama-bench prefill: {e}")),
-        }
-    }
-
-    note(args.json, "decode");
-    let decode = stages.decode()?;
-    if let (Some(report), Some(tool), Some(text)) = (llama.as_mut(), &bench_tool, &text_gguf) {
-        note(args.json, "llama.cpp: llama-bench decode");
-        match run_llama_bench(tool, text, 0, args.gen_tokens, decode.context_tokens, &lrun) {
-            Ok(out) => {
-                report.decode_ratio = out
-                    .decode_ts(args.gen_tokens as u64)
-                    .map(|t| decode.tokens_per_s / t);
-                report.decode = Some(out);
-            }
-            Err(e) => report.errors.push(format!("llama-bench decode: {e}")),
-        }
-    }
-
-    note(args.json, "constrained decode");
-    let (grammar, grammar_error) = match stages.grammar(20) {
-        Ok(g) => (Some(g), None),
-        Err(e) => (None, Some(e.to_string())),
+    let text_gguf = match &source {
+        ModelSource::Gguf { text, .. } => Some(text.clone()),
+        ModelSource::Safetensors { .. } => None,
     };
-
-    let (turn, turn_error) = if args.no_turn {
-        (None, None)
-    } else {
-        note(args.json, "whole turns");
-        let custom_image = args.image.is_some();
-        match stages.turns(|i| {
-            if custom_image {
-                Ok(png.clone())
-            } else {
-                synthetic_screenshot(1920, 1080, i as u32 + 1)
-            }
-        }) {
-            Ok(t) => (Some(t), None),
-            Err(e) => (None, Some(e.to_string())),
-        }
+    let llama_bench = match (llama.as_mut(), &bench_tool, &text_gguf) {
+        (Some(report), Some(tool), Some(text)) => Some((report, tool, text)),
+        _ => None,
     };
-    let _ = format;
+    let (prefill, decode) = prefill_and_decode(args, &mut stages, llama_bench, &lrun)?;
+    let (grammar, grammar_error, turn, turn_error) = grammar_and_turns(args, stages, &png);
 
     let report = BenchReport {
         sightline_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -433,4 +216,222 @@ fn run(args: &BenchArgs) -> Result<()> {
         print!("{}", report.table());
     }
     Ok(())
+}
+
+/// The thread count (default: all cores), set for candle's pools before any tensor work:
+/// they size themselves from these variables on first use.
+fn set_threads(threads: Option<usize>) -> usize {
+    let threads = threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
+    std::env::set_var("CANDLE_NUM_THREADS", threads.to_string());
+    threads
+}
+
+/// The model to measure: `--model` resolved through the hub, or a generated (or cached)
+/// random model of `--shape` and `--format`. `quantize` applies to safetensors only.
+fn bench_model(
+    args: &BenchArgs,
+    threads: usize,
+    quantize: Option<GgmlDType>,
+) -> Result<(ModelSource, ModelReport)> {
+    if let Some(spec) = &args.model {
+        let source = ModelSource::try_from(&resolve_model(Some(spec))?)?;
+        let gguf = matches!(source, ModelSource::Gguf { .. });
+        let report = ModelReport {
+            shape: "custom".into(),
+            format: if gguf { "gguf" } else { "safetensors" }.into(),
+            quantize: if gguf {
+                None
+            } else {
+                quantize.map(|q| format!("{q:?}"))
+            },
+            source: describe(&source),
+            file_bytes: files_size(&source),
+            generated: false,
+            generate_s: 0.0,
+        };
+        return Ok((source, report));
+    }
+    let shape: ModelShape = args.shape.parse()?;
+    let format: BenchFormat = args.format.parse()?;
+    let root = args.cache_dir.clone().unwrap_or_else(default_cache_root);
+    note(&format!("model: {shape} {format} in {}", root.display()));
+    let made = ensure_model(
+        shape,
+        format,
+        &root,
+        &GenerateOptions {
+            threads,
+            progress: true,
+        },
+    )?;
+    if made.generated {
+        note(&format!("generated in {:.1} s", made.generate_secs));
+    } else {
+        note("reused from the cache");
+    }
+    let report = ModelReport {
+        shape: shape.name().into(),
+        format: format.name().into(),
+        quantize: if format.is_gguf() {
+            None
+        } else {
+            quantize.map(|q| format!("{q:?}"))
+        },
+        source: describe(&made.source),
+        file_bytes: made.file_bytes,
+        generated: made.generated,
+        generate_s: made.generate_secs,
+    };
+    Ok((made.source, report))
+}
+
+/// With `--compare-llama-cpp`: the report to fill and the tools found (a GGUF pair only).
+fn find_llama_cpp(
+    args: &BenchArgs,
+    source: &ModelSource,
+) -> Result<(Option<LlamaCppReport>, Option<LlamaTools>)> {
+    if !args.compare_llama_cpp {
+        return Ok((None, None));
+    }
+    let mut report = LlamaCppReport::default();
+    if !matches!(source, ModelSource::Gguf { .. }) {
+        report.skipped = Some(
+            "the comparison needs a GGUF pair (--format q4_k_m or q8_0); llama.cpp cannot load a safetensors directory".into(),
+        );
+        return Ok((Some(report), None));
+    }
+    let found = ToolSearch {
+        bench: args.llama_bench.clone(),
+        mtmd_cli: args.llama_mtmd_cli.clone(),
+        dir: args.llama_dir.clone(),
+    }
+    .resolve()?;
+    if found.bench.is_none() && found.mtmd_cli.is_none() {
+        report.skipped = Some("neither llama-bench nor llama-mtmd-cli was found (PATH, --llama-dir, --llama-bench, --llama-mtmd-cli)".into());
+    }
+    report.llama_bench = found.bench.as_ref().map(|p| p.display().to_string());
+    report.llama_mtmd_cli = found.mtmd_cli.as_ref().map(|p| p.display().to_string());
+    Ok((Some(report), Some(found)))
+}
+
+/// llama-mtmd-cli on the same files and screenshot, right after our vision encode.
+fn compare_vision(
+    args: &BenchArgs,
+    source: &ModelSource,
+    png: &[u8],
+    vision: &VisionResult,
+    tools: &LlamaTools,
+    lrun: &LlamaRun,
+    report: &mut LlamaCppReport,
+) -> Result<()> {
+    let (ModelSource::Gguf { text, mmproj }, Some(tool)) = (source, &tools.mtmd_cli) else {
+        return Ok(());
+    };
+    note("llama.cpp: llama-mtmd-cli");
+    let image_path = match &args.image {
+        Some(p) => p.clone(),
+        None => {
+            let p =
+                std::env::temp_dir().join(format!("sightline-bench-{}.png", std::process::id()));
+            std::fs::write(&p, png).with_context(|| format!("writing {}", p.display()))?;
+            p
+        }
+    };
+    match run_mtmd(
+        tool,
+        text,
+        mmproj,
+        &image_path,
+        args.max_visual_tokens,
+        lrun,
+    ) {
+        Ok(t) => {
+            report.vision_speed_ratio = Some(t.encode_ms / vision.encode_ms);
+            if let Some(info) = &t.system_info {
+                report.cpu_features = features_on(info);
+            }
+            report.vision = Some(t);
+        }
+        Err(e) => report.errors.push(format!("llama-mtmd-cli: {e}")),
+    }
+    if args.image.is_none() {
+        let _ = std::fs::remove_file(&image_path);
+    }
+    Ok(())
+}
+
+/// Our prefill and decode, each followed by llama-bench's on the same text GGUF when
+/// comparing.
+fn prefill_and_decode(
+    args: &BenchArgs,
+    stages: &mut StageBench,
+    mut llama: Option<(&mut LlamaCppReport, &PathBuf, &PathBuf)>,
+    lrun: &LlamaRun,
+) -> Result<(PrefillResult, DecodeResult)> {
+    note("prefill");
+    let prefill = stages.prefill()?;
+    if let Some((report, tool, text)) = llama.as_mut() {
+        note("llama.cpp: llama-bench prefill");
+        match run_llama_bench(tool, text, args.prompt_tokens, 0, 0, lrun) {
+            Ok(out) => {
+                report.prefill_ratio = out
+                    .prefill_ts(args.prompt_tokens as u64)
+                    .map(|t| prefill.tokens_per_s / t);
+                report.prefill = Some(out);
+            }
+            Err(e) => report.errors.push(format!("llama-bench prefill: {e}")),
+        }
+    }
+    note("decode");
+    let decode = stages.decode()?;
+    if let Some((report, tool, text)) = llama.as_mut() {
+        note("llama.cpp: llama-bench decode");
+        match run_llama_bench(tool, text, 0, args.gen_tokens, decode.context_tokens, lrun) {
+            Ok(out) => {
+                report.decode_ratio = out
+                    .decode_ts(args.gen_tokens as u64)
+                    .map(|t| decode.tokens_per_s / t);
+                report.decode = Some(out);
+            }
+            Err(e) => report.errors.push(format!("llama-bench decode: {e}")),
+        }
+    }
+    Ok((prefill, decode))
+}
+
+/// What the constrained-decode and whole-turn stages give: each result, or why it failed.
+type LastStages = (
+    Option<GrammarResult>,
+    Option<String>,
+    Option<TurnResult>,
+    Option<String>,
+);
+
+/// The constrained decode and the whole turns; a failure of either is reported in the
+/// result rather than ending the benchmark.
+fn grammar_and_turns(args: &BenchArgs, mut stages: StageBench, png: &[u8]) -> LastStages {
+    note("constrained decode");
+    let (grammar, grammar_error) = match stages.grammar(20) {
+        Ok(g) => (Some(g), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    if args.no_turn {
+        return (grammar, grammar_error, None, None);
+    }
+    note("whole turns");
+    let custom_image = args.image.is_some();
+    let (turn, turn_error) = match stages.turns(|i| {
+        if custom_image {
+            Ok(png.to_vec())
+        } else {
+            synthetic_screenshot(1920, 1080, i as u32 + 1)
+        }
+    }) {
+        Ok(t) => (Some(t), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    (grammar, grammar_error, turn, turn_error)
 }

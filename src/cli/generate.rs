@@ -93,7 +93,7 @@ pub fn generate(args: &GenerateArgs) -> i32 {
     match generate_inner(args) {
         Ok(()) => exit_code::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", crate::cli::error_line(&e));
             exit_code::FAILED
         }
     }

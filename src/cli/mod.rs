@@ -8,7 +8,26 @@ pub mod generate;
 pub mod grader;
 pub mod models;
 pub mod plan;
+pub mod resolve;
 #[cfg(feature = "desktop")]
 pub mod run;
 #[cfg(feature = "desktop")]
 pub mod view;
+
+/// An error and its causes on one line, `message: cause: cause…`, for the `error:` lines.
+/// A cause whose text the line already ends with is skipped: Sightline's errors keep their
+/// cause as a source and also show it in their message.
+pub fn error_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}

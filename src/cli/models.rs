@@ -4,7 +4,8 @@
 use std::io::Write;
 
 use sightline::hub::{self, Hub, ModelFiles, ModelManifest, ModelSpec, ResolvedModel};
-use sightline::model::weights::{LoadOptions, ModelSource, WeightSource};
+use sightline::model::qwen3_vl::WeightSource;
+use sightline::model::weights::{LoadOptions, ModelSource};
 
 /// Exit codes of `sightline models`.
 pub mod exit_code {
@@ -210,18 +211,7 @@ fn info(hub: &Hub, id: &str, out: &mut dyn Write) -> sightline::Result<()> {
 /// GGUF metadata and tensor infos); no tensor data is read, so a multi-GB model is
 /// described at once.
 fn describe(out: &mut dyn Write, model: &ResolvedModel) -> sightline::Result<()> {
-    let source = match &model.files {
-        ModelFiles::Gguf { model, mmproj, .. } => ModelSource::Gguf {
-            text: model.clone(),
-            mmproj: mmproj.clone(),
-        },
-        ModelFiles::Safetensors { config, .. } => ModelSource::Safetensors {
-            dir: config
-                .parent()
-                .map(std::path::Path::to_path_buf)
-                .unwrap_or_default(),
-        },
-    };
+    let source = ModelSource::try_from(model)?;
     let ws = WeightSource::open(&LoadOptions::new(source))?;
     let info = ws.info();
     let t = &info.config.text;

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use cel_contracts::{AttemptRecord, PlanningView};
 use serde::de::DeserializeOwned;
-use sightline::hub::{parse_model_spec, Hub, ModelFiles, ResolvedModel};
-use sightline::model::weights::ModelSource;
-use sightline::planner::{DeviceChoice, LocalPlanner, PlannerOptions, Turn, TurnStats};
+use sightline::planner::{LocalPlanner, PlannerOptions, Turn, TurnStats};
+
+use crate::cli::resolve::{self, resolve_model, ModelSettings};
 
 /// Exit codes of `plan` and `verify`.
 pub mod exit_code {
@@ -118,7 +118,7 @@ pub fn verify(args: &VerifyArgs) -> i32 {
 
 fn report(result: Result<i32>) -> i32 {
     result.unwrap_or_else(|e| {
-        eprintln!("error: {e:#}");
+        eprintln!("error: {}", crate::cli::error_line(&e));
         exit_code::USAGE_OR_SETUP
     })
 }
@@ -194,48 +194,17 @@ fn verify_inner(args: &VerifyArgs) -> Result<i32> {
 
 /// Resolve `--model` (manifest, Hub repo or path; downloading when needed) into options.
 pub fn planner_options(args: &ModelArgs, grader_head: Option<PathBuf>) -> Result<PlannerOptions> {
-    let spec_text = match &args.model {
-        Some(model) => model.clone(),
-        None => sightline::hub::default_manifest()?.id,
-    };
-    let spec = parse_model_spec(&spec_text)?;
-    let resolved = Hub::from_env().resolve(&spec_text, &spec)?;
-    let mut options = PlannerOptions::new(model_source(&resolved)?);
-    options.device = args.device.parse::<DeviceChoice>()?;
-    options.quantize = args.quantize.as_deref().map(parse_quant).transpose()?;
-    options.max_visual_tokens = Some(
-        args.max_visual_tokens
-            .unwrap_or(resolved.visual_token_budget as usize),
-    );
+    let resolved = resolve_model(args.model.as_deref())?;
+    let mut options = resolve::planner_options(
+        &resolved,
+        &ModelSettings {
+            device: &args.device,
+            quantize: args.quantize.as_deref(),
+            max_visual_tokens: args.max_visual_tokens,
+        },
+    )?;
     options.grader_head = grader_head;
     Ok(options)
-}
-
-/// The model source the loader reads, from the files the hub resolved.
-pub fn model_source(resolved: &ResolvedModel) -> Result<ModelSource> {
-    Ok(match &resolved.files {
-        ModelFiles::Gguf { model, mmproj, .. } => ModelSource::Gguf {
-            text: model.clone(),
-            mmproj: mmproj.clone(),
-        },
-        ModelFiles::Safetensors { config, .. } => ModelSource::Safetensors {
-            dir: config
-                .parent()
-                .context("config.json has no parent directory")?
-                .to_path_buf(),
-        },
-    })
-}
-
-fn parse_quant(name: &str) -> Result<candle_core::quantized::GgmlDType> {
-    use candle_core::quantized::GgmlDType;
-    match name.to_ascii_lowercase().replace('_', "").as_str() {
-        "q80" => Ok(GgmlDType::Q8_0),
-        "q6k" => Ok(GgmlDType::Q6K),
-        "q5k" => Ok(GgmlDType::Q5K),
-        "q4k" => Ok(GgmlDType::Q4K),
-        _ => anyhow::bail!("--quantize {name}: expected q8_0, q6k, q5k or q4k"),
-    }
 }
 
 fn read_file(path: &Path) -> Result<Vec<u8>> {

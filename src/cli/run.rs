@@ -131,7 +131,7 @@ pub fn run_with(args: &RunArgs, model_planner: Option<&PlannerFactory>, env: Run
             exit_code_for(&report)
         }
         Err(e) => {
-            let _ = writeln!(out, "error: {e:#}");
+            let _ = writeln!(out, "error: {}", crate::cli::error_line(&e));
             exit_code::USAGE_OR_SETUP
         }
     }

@@ -40,7 +40,7 @@ pub fn view_to(args: &ViewArgs, out: &mut dyn Write) -> i32 {
     match print_view(args, out) {
         Ok(()) => 0,
         Err(e) => {
-            let _ = writeln!(out, "error: {e:#}");
+            let _ = writeln!(out, "error: {}", crate::cli::error_line(&e));
             2
         }
     }

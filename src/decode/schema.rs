@@ -29,79 +29,9 @@ use serde_json::{json, Map, Value};
 
 use crate::error::{Error, Result};
 
-/// Key names the runner can press, for `key` and `key_combo` actions.
-///
-/// The grammar allows exactly these (lower case); the runner maps each to an input
-/// key. Letters and digits are there for shortcuts such as `["ctrl","c"]`.
-pub const KEY_NAMES: &[&str] = &[
-    "enter",
-    "tab",
-    "escape",
-    "backspace",
-    "delete",
-    "space",
-    "up",
-    "down",
-    "left",
-    "right",
-    "home",
-    "end",
-    "page_up",
-    "page_down",
-    "insert",
-    "ctrl",
-    "alt",
-    "shift",
-    "meta",
-    "f1",
-    "f2",
-    "f3",
-    "f4",
-    "f5",
-    "f6",
-    "f7",
-    "f8",
-    "f9",
-    "f10",
-    "f11",
-    "f12",
-    "a",
-    "b",
-    "c",
-    "d",
-    "e",
-    "f",
-    "g",
-    "h",
-    "i",
-    "j",
-    "k",
-    "l",
-    "m",
-    "n",
-    "o",
-    "p",
-    "q",
-    "r",
-    "s",
-    "t",
-    "u",
-    "v",
-    "w",
-    "x",
-    "y",
-    "z",
-    "0",
-    "1",
-    "2",
-    "3",
-    "4",
-    "5",
-    "6",
-    "7",
-    "8",
-    "9",
-];
+/// Key names the runner can press, for `key` and `key_combo` actions: the grammar allows
+/// exactly these (one list with the runner's, in [`crate::keys`]).
+pub use crate::keys::KEY_NAMES;
 
 /// Longest `expect_after` timeout a move may ask for, in milliseconds.
 pub const MAX_EXPECT_MS: u32 = 5_000;

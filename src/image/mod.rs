@@ -57,7 +57,18 @@ pub use decode::{decode, decode_rgb, to_rgb};
 pub use resize::resize_bicubic;
 
 use crate::error::Result;
-use crate::model::PreprocessedImage;
+
+/// An image after preprocessing: flattened patches in the order the vision tower
+/// expects, and the patch grid they came from. (Also reachable as
+/// `sightline::model::PreprocessedImage`, the vision tower's input.)
+#[derive(Debug, Clone)]
+pub struct PreprocessedImage {
+    /// `(grid_t * grid_h * grid_w, channels * temporal_patch * patch * patch)`, f32,
+    /// already normalized.
+    pub pixel_values: Tensor,
+    /// The patch grid `(t, h, w)` before the spatial merge.
+    pub grid_thw: [usize; 3],
+}
 
 /// Largest absolute difference from the reference's `pixel_values` that the fixture
 /// tests accept, on normalized values (range −1..1 for Qwen3-VL), with or without a

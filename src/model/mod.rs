@@ -6,22 +6,17 @@
 //! or the desktop. The Qwen3-VL implementation and a scripted test double both
 //! implement it.
 
+mod device;
+mod quant;
 pub mod scripted;
 
 use candle_core::{Device, Tensor};
 
 use crate::error::Result;
-
-/// An image after preprocessing: flattened patches in the order the vision tower
-/// expects, and the patch grid they came from.
-#[derive(Debug, Clone)]
-pub struct PreprocessedImage {
-    /// `(grid_t * grid_h * grid_w, channels * temporal_patch * patch * patch)`, f32,
-    /// already normalized.
-    pub pixel_values: Tensor,
-    /// The patch grid `(t, h, w)` before the spatial merge.
-    pub grid_thw: [usize; 3],
-}
+/// The vision tower's input; it lives with the preprocessing that makes it.
+pub use crate::image::PreprocessedImage;
+pub use device::DeviceChoice;
+pub use quant::Quantization;
 
 /// An image turned into language-model embeddings by the vision tower.
 #[derive(Debug, Clone)]

@@ -3,8 +3,8 @@
 //! # Accepted key names
 //!
 //! [`parse_key`] accepts these names, case-insensitively, with `_`, `-` and spaces ignored
-//! (`page_up`, `Page-Up` and `PageUp` are one name). They are listed in [`KEY_NAMES`] so that
-//! the decoding grammar's key list and this one can be unified.
+//! (`page_up`, `Page-Up` and `PageUp` are one name). They are listed in [`KEY_NAMES`] (the
+//! names the decoding grammar offers) and [`KEY_ALIASES`] (the other spellings).
 //!
 //! | key | names |
 //! |---|---|
@@ -34,57 +34,9 @@ pub use enigo::{Direction, Key};
 use super::coords::InputPoint;
 use crate::error::{Error, Result};
 
-/// The canonical names [`parse_key`] accepts (aliases are listed in the module docs).
-/// Single characters are accepted too and are not listed.
-pub const KEY_NAMES: &[&str] = &[
-    "Return",
-    "Enter",
-    "Tab",
-    "Escape",
-    "Esc",
-    "Backspace",
-    "Delete",
-    "Del",
-    "Insert",
-    "Up",
-    "Down",
-    "Left",
-    "Right",
-    "ArrowUp",
-    "ArrowDown",
-    "ArrowLeft",
-    "ArrowRight",
-    "Home",
-    "End",
-    "PageUp",
-    "PageDown",
-    "F1",
-    "F2",
-    "F3",
-    "F4",
-    "F5",
-    "F6",
-    "F7",
-    "F8",
-    "F9",
-    "F10",
-    "F11",
-    "F12",
-    "Space",
-    "CapsLock",
-    "Ctrl",
-    "Control",
-    "Alt",
-    "Option",
-    "Shift",
-    "Super",
-    "Meta",
-    "Cmd",
-    "Command",
-    "Win",
-    "Plus",
-    "Minus",
-];
+/// The key names [`parse_key`] accepts besides single characters: [`KEY_NAMES`] (the names
+/// the decoding grammar offers) and [`KEY_ALIASES`]; one list, in [`crate::keys`].
+pub use crate::keys::{KEY_ALIASES, KEY_NAMES};
 
 /// Parses one key name (see the module docs for the accepted names).
 pub fn parse_key(name: &str) -> Result<Key> {
@@ -137,7 +89,13 @@ pub fn parse_key(name: &str) -> Result<Key> {
 fn unknown(name: &str) -> Error {
     Error::InvalidInput(format!(
         "unknown key name {name:?}; accepted: a single character or one of {}",
-        KEY_NAMES.join(", ")
+        KEY_NAMES
+            .iter()
+            .chain(KEY_ALIASES)
+            .filter(|k| k.chars().count() > 1)
+            .copied()
+            .collect::<Vec<_>>()
+            .join(", ")
     ))
 }
 
@@ -378,9 +336,9 @@ mod tests {
 
     #[test]
     fn every_listed_key_name_parses() -> Result<()> {
-        for name in KEY_NAMES {
+        for name in KEY_NAMES.iter().chain(KEY_ALIASES) {
             #[cfg(target_os = "macos")]
-            if *name == "Insert" {
+            if name.eq_ignore_ascii_case("insert") || name.eq_ignore_ascii_case("ins") {
                 continue;
             }
             parse_key(name)?;

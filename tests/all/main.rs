@@ -43,6 +43,7 @@ mod hub_cli;
 mod hub_resolve;
 mod image_preprocess;
 mod kernels_masked_pick;
+mod keys;
 mod model_dtype;
 mod model_errors;
 mod model_golden;

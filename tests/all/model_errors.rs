@@ -268,7 +268,7 @@ fn legacy_tensor_names_load_like_the_current_ones() -> Result<()> {
 
 #[test]
 fn info_reports_dimensions_and_storage_types_without_loading() -> Result<()> {
-    use sightline::model::weights::WeightSource;
+    use sightline::model::qwen3_vl::WeightSource;
     let b = fixtures().join("tiny-b");
     let ws = WeightSource::open(&LoadOptions::new(ModelSource::Gguf {
         text: b.join("tiny-b-q8_0.gguf"),

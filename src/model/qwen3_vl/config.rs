@@ -2,13 +2,13 @@
 //! (`config.json` in the transformers 4.57 or 5.x layout, or GGUF metadata), and one
 //! validated [`Qwen3VlConfig`] that the model code uses.
 
-use std::collections::HashMap;
 use std::path::Path;
 
-use candle_core::quantized::gguf_file::Value;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
+/// GGUF metadata access (it lives with the GGUF reader; re-exported for the config code).
+pub use crate::model::weights::GgufMeta;
 
 /// `<|image_pad|>` in every Qwen3-VL vocabulary; GGUF files do not store it.
 pub const DEFAULT_IMAGE_TOKEN_ID: u32 = 151_655;
@@ -594,101 +594,6 @@ pub struct GgufTensorFacts {
     pub temporal_patch_size: usize,
     /// Input channels of `v.patch_embd.weight`.
     pub in_channels: usize,
-}
-
-/// GGUF metadata with the file it came from, read through helpers that name a
-/// missing or mistyped key.
-#[derive(Debug, Clone, Copy)]
-pub struct GgufMeta<'a> {
-    /// The file, for error messages.
-    pub path: &'a Path,
-    /// Its metadata.
-    pub metadata: &'a HashMap<String, Value>,
-}
-
-impl GgufMeta<'_> {
-    fn error(&self, reason: String) -> Error {
-        Error::model_file(self.path, reason)
-    }
-
-    fn get(&self, key: &str) -> Result<&Value> {
-        self.metadata
-            .get(key)
-            .ok_or_else(|| self.error(format!("metadata key {key} is missing")))
-    }
-
-    /// An unsigned integer value (any integer width).
-    pub fn usize(&self, key: &str) -> Result<usize> {
-        let v = self.get(key)?;
-        let n: Option<u64> = match v {
-            Value::U8(x) => Some(*x as u64),
-            Value::U16(x) => Some(*x as u64),
-            Value::U32(x) => Some(*x as u64),
-            Value::U64(x) => Some(*x),
-            Value::I8(x) => u64::try_from(*x).ok(),
-            Value::I16(x) => u64::try_from(*x).ok(),
-            Value::I32(x) => u64::try_from(*x).ok(),
-            Value::I64(x) => u64::try_from(*x).ok(),
-            _ => None,
-        };
-        n.and_then(|n| usize::try_from(n).ok()).ok_or_else(|| {
-            self.error(format!(
-                "metadata key {key} is {v:?}, expected an unsigned integer"
-            ))
-        })
-    }
-
-    /// A floating-point value (f32 or f64).
-    pub fn f64(&self, key: &str) -> Result<f64> {
-        match self.get(key)? {
-            Value::F32(x) => Ok(*x as f64),
-            Value::F64(x) => Ok(*x),
-            v => Err(self.error(format!("metadata key {key} is {v:?}, expected a float"))),
-        }
-    }
-
-    /// A string value.
-    pub fn string(&self, key: &str) -> Result<&str> {
-        match self.get(key)? {
-            Value::String(s) => Ok(s),
-            v => Err(self.error(format!("metadata key {key} is {v:?}, expected a string"))),
-        }
-    }
-
-    /// An array of integers.
-    pub fn u32_array(&self, key: &str) -> Result<Vec<u32>> {
-        let Value::Array(items) = self.get(key)? else {
-            return Err(self.error(format!("metadata key {key} is not an array")));
-        };
-        items
-            .iter()
-            .map(|v| match v {
-                Value::U32(x) => Ok(*x),
-                Value::I32(x) if *x >= 0 => Ok(*x as u32),
-                Value::U64(x) if *x <= u32::MAX as u64 => Ok(*x as u32),
-                Value::I64(x) if *x >= 0 && *x <= u32::MAX as i64 => Ok(*x as u32),
-                other => Err(self.error(format!(
-                    "metadata key {key} holds {other:?}, expected unsigned integers"
-                ))),
-            })
-            .collect()
-    }
-
-    /// An array of booleans.
-    pub fn bool_array(&self, key: &str) -> Result<Vec<bool>> {
-        let Value::Array(items) = self.get(key)? else {
-            return Err(self.error(format!("metadata key {key} is not an array")));
-        };
-        items
-            .iter()
-            .map(|v| match v {
-                Value::Bool(b) => Ok(*b),
-                other => Err(self.error(format!(
-                    "metadata key {key} holds {other:?}, expected booleans"
-                ))),
-            })
-            .collect()
-    }
 }
 
 #[cfg(test)]

@@ -62,9 +62,11 @@
 //! token), the activations of each layer, and the logits row.
 
 mod attention;
+mod checkpoint;
 pub mod config;
 mod flash_cpu;
 mod gelu;
+pub mod names;
 pub mod rope;
 mod text;
 mod vision;
@@ -74,10 +76,11 @@ use tokenizers::Tokenizer;
 
 use crate::error::{Error, Result};
 use crate::model::kv_cache::KvCache;
-use crate::model::weights::{LoadOptions, WeightSource};
+use crate::model::weights::LoadOptions;
 use crate::model::{EncodedImage, PreprocessedImage, VisionLanguageModel};
 use crate::tokenizer::SpecialTokens;
 
+pub use checkpoint::{ModelInfo, WeightSource};
 pub use config::{Qwen3VlConfig, TextConfig, VisionConfig};
 pub use rope::MropePosition;
 

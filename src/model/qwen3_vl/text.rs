@@ -7,12 +7,13 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::ops::rms_norm;
 use candle_nn::rotary_emb::rope;
 
+use super::WeightSource;
 use crate::error::{Error, Result};
 use crate::model::kv_cache::KvCache;
 use crate::model::qwen3_vl::attention::attention;
 use crate::model::qwen3_vl::config::TextConfig;
 use crate::model::qwen3_vl::rope::{MropePosition, TextRope};
-use crate::model::weights::{Linear, WeightSource};
+use crate::model::weights::Linear;
 
 /// Checkpoint prefix of the text decoder.
 const PREFIX: &str = "model.language_model";

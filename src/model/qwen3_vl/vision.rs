@@ -9,12 +9,13 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::ops::layer_norm;
 use candle_nn::rotary_emb::rope;
 
+use super::WeightSource;
 use crate::error::{Error, Result};
 use crate::model::qwen3_vl::attention::attention;
 use crate::model::qwen3_vl::config::{VisionConfig, VISION_LAYER_NORM_EPS};
 use crate::model::qwen3_vl::gelu::gelu_tanh;
 use crate::model::qwen3_vl::rope::vision_cos_sin;
-use crate::model::weights::{Linear, WeightSource};
+use crate::model::weights::Linear;
 use crate::model::{EncodedImage, PreprocessedImage};
 
 /// Checkpoint prefix of the vision tower.

@@ -1,0 +1,311 @@
+//! GGUF files: metadata read through helpers that name the missing key, tensors read on
+//! demand, and the Q6_K → Q8_0 requantization of [`LoadOptions::exact_weights`].
+//!
+//! [`LoadOptions::exact_weights`]: super::LoadOptions::exact_weights
+
+use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use candle_core::quantized::gguf_file::Value;
+use candle_core::quantized::k_quants::{BlockQ8_0, GgmlType};
+use candle_core::quantized::{ggml_file, gguf_file, GgmlDType, QStorage, QTensor};
+use candle_core::Device;
+
+use crate::error::{BoxError, Error, Result};
+
+/// Which file of a llama.cpp GGUF pair holds a tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GgufPart {
+    /// The text model.
+    Text,
+    /// The vision projector (`mmproj`).
+    Mmproj,
+}
+
+/// GGUF metadata with the file it came from, read through helpers that name a
+/// missing or mistyped key.
+#[derive(Debug, Clone, Copy)]
+pub struct GgufMeta<'a> {
+    /// The file, for error messages.
+    pub path: &'a Path,
+    /// Its metadata.
+    pub metadata: &'a HashMap<String, Value>,
+}
+
+impl GgufMeta<'_> {
+    pub(crate) fn error(&self, reason: String) -> Error {
+        Error::model_file(self.path, reason)
+    }
+
+    fn get(&self, key: &str) -> Result<&Value> {
+        self.metadata
+            .get(key)
+            .ok_or_else(|| self.error(format!("metadata key {key} is missing")))
+    }
+
+    /// An unsigned integer value (any integer width).
+    pub fn usize(&self, key: &str) -> Result<usize> {
+        let v = self.get(key)?;
+        let n: Option<u64> = match v {
+            Value::U8(x) => Some(*x as u64),
+            Value::U16(x) => Some(*x as u64),
+            Value::U32(x) => Some(*x as u64),
+            Value::U64(x) => Some(*x),
+            Value::I8(x) => u64::try_from(*x).ok(),
+            Value::I16(x) => u64::try_from(*x).ok(),
+            Value::I32(x) => u64::try_from(*x).ok(),
+            Value::I64(x) => u64::try_from(*x).ok(),
+            _ => None,
+        };
+        n.and_then(|n| usize::try_from(n).ok()).ok_or_else(|| {
+            self.error(format!(
+                "metadata key {key} is {v:?}, expected an unsigned integer"
+            ))
+        })
+    }
+
+    /// A floating-point value (f32 or f64).
+    pub fn f64(&self, key: &str) -> Result<f64> {
+        match self.get(key)? {
+            Value::F32(x) => Ok(*x as f64),
+            Value::F64(x) => Ok(*x),
+            v => Err(self.error(format!("metadata key {key} is {v:?}, expected a float"))),
+        }
+    }
+
+    /// A string value.
+    pub fn string(&self, key: &str) -> Result<&str> {
+        match self.get(key)? {
+            Value::String(s) => Ok(s),
+            v => Err(self.error(format!("metadata key {key} is {v:?}, expected a string"))),
+        }
+    }
+
+    /// An array of integers.
+    pub fn u32_array(&self, key: &str) -> Result<Vec<u32>> {
+        let Value::Array(items) = self.get(key)? else {
+            return Err(self.error(format!("metadata key {key} is not an array")));
+        };
+        items
+            .iter()
+            .map(|v| match v {
+                Value::U32(x) => Ok(*x),
+                Value::I32(x) if *x >= 0 => Ok(*x as u32),
+                Value::U64(x) if *x <= u32::MAX as u64 => Ok(*x as u32),
+                Value::I64(x) if *x >= 0 && *x <= u32::MAX as i64 => Ok(*x as u32),
+                other => Err(self.error(format!(
+                    "metadata key {key} holds {other:?}, expected unsigned integers"
+                ))),
+            })
+            .collect()
+    }
+
+    /// An array of booleans.
+    pub fn bool_array(&self, key: &str) -> Result<Vec<bool>> {
+        let Value::Array(items) = self.get(key)? else {
+            return Err(self.error(format!("metadata key {key} is not an array")));
+        };
+        items
+            .iter()
+            .map(|v| match v {
+                Value::Bool(b) => Ok(*b),
+                other => Err(self.error(format!(
+                    "metadata key {key} holds {other:?}, expected booleans"
+                ))),
+            })
+            .collect()
+    }
+}
+
+/// One open GGUF file: its metadata and tensor index, read once; tensors are read on demand.
+pub(crate) struct GgufFile {
+    /// The file, for error messages.
+    pub(crate) path: PathBuf,
+    file: std::fs::File,
+    /// Metadata and tensor infos.
+    pub(crate) content: gguf_file::Content,
+}
+
+impl GgufFile {
+    pub(crate) fn open(path: &Path) -> Result<Self> {
+        let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let content = gguf_file::Content::read(&mut file)
+            .map_err(|e| Error::model_file_caused(path, "not a readable GGUF file", e))?;
+        Ok(GgufFile {
+            path: path.to_path_buf(),
+            file,
+            content,
+        })
+    }
+
+    pub(crate) fn meta(&self) -> GgufMeta<'_> {
+        GgufMeta {
+            path: &self.path,
+            metadata: &self.content.metadata,
+        }
+    }
+
+    pub(crate) fn shape(&self, name: &str) -> Option<&[usize]> {
+        self.content.tensor_infos.get(name).map(|t| t.shape.dims())
+    }
+
+    pub(crate) fn read(&self, name: &str, device: &Device) -> Result<QTensor> {
+        if !self.content.tensor_infos.contains_key(name) {
+            return Err(Error::model_file(
+                &self.path,
+                format!("tensor {name} is missing"),
+            ));
+        }
+        // `&File` is Read + Seek, so reads need no lock and no mutable borrow.
+        let mut reader = &self.file;
+        self.content
+            .tensor(&mut reader, name, device)
+            .map_err(|e| Error::model_file_caused(&self.path, format!("tensor {name}"), e))
+    }
+
+    /// The stored type of `name`, if the file holds it.
+    pub(crate) fn dtype(&self, name: &str) -> Option<GgmlDType> {
+        self.content.tensor_infos.get(name).map(|t| t.ggml_dtype)
+    }
+
+    /// The Q6_K matrix `name` of `rows × cols`, requantized to Q8_0 on the CPU. Read
+    /// 4 MiB of rows at a time (the Q6_K copy is never whole in memory), each read
+    /// converted by all of candle's threads (the 2B Q4_K_M file's Q6_K matrices add 1–2 s
+    /// to a 3 s load on 2 threads).
+    pub(crate) fn read_q6k_as_q8_0(&self, name: &str, rows: usize, cols: usize) -> Result<QTensor> {
+        /// Rows one thread converts at a time.
+        const TASK_ROWS: usize = 64;
+        let err = |e: BoxError| Error::model_file_caused(&self.path, format!("tensor {name}"), e);
+        let info = &self.content.tensor_infos[name];
+        let row_bytes = cols / GgmlDType::Q6K.block_size() * GgmlDType::Q6K.type_size();
+        let q8_per_row = cols / GgmlDType::Q8_0.block_size();
+        let chunk_rows = ((4 << 20) / row_bytes).max(TASK_ROWS) / TASK_ROWS * TASK_ROWS;
+        let mut blocks = vec![BlockQ8_0::zeros(); rows * q8_per_row];
+        let mut raw = vec![0u8; chunk_rows * row_bytes];
+        let mut reader = &self.file;
+        reader
+            .seek(SeekFrom::Start(
+                self.content.tensor_data_offset + info.offset,
+            ))
+            .map_err(|e| err(e.into()))?;
+        let failure = std::sync::Mutex::new(None);
+        for out in blocks.chunks_mut(chunk_rows * q8_per_row) {
+            let n = out.len() / q8_per_row;
+            let raw = &mut raw[..n * row_bytes];
+            reader.read_exact(raw).map_err(|e| err(e.into()))?;
+            let tasks: Vec<_> = out
+                .chunks_mut(TASK_ROWS * q8_per_row)
+                .zip(raw.chunks(TASK_ROWS * row_bytes))
+                .map(std::sync::Mutex::new)
+                .collect();
+            candle_core::utils::barrier_pool().execute_chunked(tasks.len(), |range| {
+                for task in &tasks[range] {
+                    let Ok(mut task) = task.lock() else { continue };
+                    let (out, raw) = &mut *task;
+                    let converted = ggml_file::qtensor_from_ggml(
+                        GgmlDType::Q6K,
+                        raw,
+                        vec![raw.len() / row_bytes, cols],
+                        &Device::Cpu,
+                    )
+                    .and_then(|q| q.dequantize(&Device::Cpu)?.flatten_all()?.to_vec1::<f32>());
+                    match converted {
+                        Ok(values) => BlockQ8_0::from_float(&values, out),
+                        Err(e) => {
+                            if let Ok(mut f) = failure.lock() {
+                                f.get_or_insert(e);
+                            }
+                        }
+                    }
+                }
+            });
+            if let Some(e) = failure.lock().ok().and_then(|mut f| f.take()) {
+                return Err(err(e.into()));
+            }
+        }
+        Ok(QTensor::new(QStorage::Cpu(Box::new(blocks)), (rows, cols))?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use anyhow::{ensure, Context};
+    use candle_core::quantized::QMatMul;
+    use candle_core::{Module, Tensor};
+
+    /// A GGUF file holding one random Q6_K matrix, and that matrix.
+    fn q6k_file(dir: &Path, rows: usize, cols: usize) -> anyhow::Result<(PathBuf, QTensor)> {
+        let w = Tensor::randn(0f32, 0.02, (rows, cols), &Device::Cpu)?;
+        let q = QTensor::quantize(&w, GgmlDType::Q6K)?;
+        let path = dir.join("q6k.gguf");
+        let mut f = std::fs::File::create(&path)?;
+        gguf_file::write(&mut f, &[], &[("m", &q)])?;
+        Ok((path, q))
+    }
+
+    fn values(q: &QTensor) -> anyhow::Result<Vec<f32>> {
+        Ok(q.dequantize(&Device::Cpu)?
+            .flatten_all()?
+            .to_vec1::<f32>()?)
+    }
+
+    #[test]
+    fn q6k_is_requantized_to_the_q8_0_of_its_values() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        // 10,050 rows of 420 bytes: two 4 MiB reads (9,984 rows, then 66), each ending
+        // in a partial 64-row task.
+        let (rows, cols) = (10_050, 512);
+        let (path, q6k) = q6k_file(dir.path(), rows, cols)?;
+        let q8 = GgufFile::open(&path)?.read_q6k_as_q8_0("m", rows, cols)?;
+        ensure!(q8.dtype() == GgmlDType::Q8_0);
+        ensure!(q8.shape().dims() == [rows, cols]);
+
+        // Bit for bit what quantizing the whole dequantized matrix at once gives.
+        let whole = QTensor::quantize(&q6k.dequantize(&Device::Cpu)?, GgmlDType::Q8_0)?;
+        ensure!(q8.data()? == whole.data()?);
+
+        // Within Q8_0's rounding of each 32-value block: half a step of max|x| / 127,
+        // plus up to 127 times the f16 rounding (2^-11 relative) of the step itself.
+        let bound = 0.5 + 127.0 / 2048.0;
+        let (v, r) = (values(&q6k)?, values(&q8)?);
+        for (vb, rb) in v.chunks(32).zip(r.chunks(32)) {
+            let step = vb.iter().fold(0f32, |m, x| m.max(x.abs())) / 127.0;
+            for (a, b) in vb.iter().zip(rb) {
+                ensure!((a - b).abs() <= bound * step, "{a} vs {b}, step {step}");
+            }
+        }
+
+        // And a matrix-vector product through each agrees to cosine 0.9999.
+        let x = Tensor::randn(0f32, 1.0, (1, cols), &Device::Cpu)?;
+        let y6 = QMatMul::from_qtensor(q6k)?.forward(&x)?;
+        let y8 = QMatMul::from_qtensor(q8)?.forward(&x)?;
+        let sum = |t: Tensor| -> anyhow::Result<f32> { Ok(t.sum_all()?.to_scalar::<f32>()?) };
+        let cosine = sum((&y6 * &y8)?)? / (sum(y6.sqr()?)?.sqrt() * sum(y8.sqr()?)?.sqrt());
+        ensure!(cosine >= 0.9999, "cosine {cosine}");
+        Ok(())
+    }
+
+    #[test]
+    fn a_truncated_q6k_matrix_is_an_error_naming_it() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let (rows, cols) = (64, 256);
+        let (path, _) = q6k_file(dir.path(), rows, cols)?;
+        let len = std::fs::metadata(&path)?.len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)?
+            .set_len(len - 100)?;
+        let result = GgufFile::open(&path)?.read_q6k_as_q8_0("m", rows, cols);
+        let err = result
+            .err()
+            .context("a truncated tensor was read")?
+            .to_string();
+        ensure!(
+            err.contains("tensor m") && err.contains("q6k.gguf"),
+            "{err}"
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,87 @@
+//! [`Linear`]: a matrix (quantized or float) and an optional bias, applied through candle's
+//! [`QMatMul`].
+
+use candle_core::quantized::{QMatMul, QTensor};
+use candle_core::{DType, Module, Tensor};
+
+use crate::error::Result;
+
+/// A linear layer through [`QMatMul`]: `xs @ weightᵀ + bias`.
+#[derive(Debug, Clone)]
+pub struct Linear {
+    weight: QMatMul,
+    bias: Option<Tensor>,
+    dtype: DType,
+}
+
+impl Linear {
+    /// Wrap an already loaded matrix.
+    pub fn new(weight: QMatMul, bias: Option<Tensor>, dtype: DType) -> Self {
+        Linear {
+            weight,
+            bias,
+            dtype,
+        }
+    }
+
+    /// The matrix.
+    pub fn weight(&self) -> &QMatMul {
+        &self.weight
+    }
+
+    /// Apply to `xs` of shape `(.., in_dim)`; the result is in the activation dtype.
+    pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        let ys = match &self.weight {
+            // The quantized kernels take f32 input and need it contiguous.
+            QMatMul::QTensor(_) => {
+                let xs = xs.to_dtype(DType::F32)?.contiguous()?;
+                self.weight.forward(&xs)?.to_dtype(self.dtype)?
+            }
+            // Half-precision weights kept as stored on the CPU: widened for this call.
+            QMatMul::Tensor(w) if w.dtype() != xs.dtype() => {
+                QMatMul::Tensor(w.to_dtype(xs.dtype())?).forward(xs)?
+            }
+            _ => self.weight.forward(xs)?,
+        };
+        match &self.bias {
+            Some(b) => Ok(ys.broadcast_add(b)?),
+            None => Ok(ys),
+        }
+    }
+
+    /// Apply several layers to the same `xs`. For one row and quantized weights this is
+    /// candle's fused gemv (one quantization of `xs`, one parallel region: the decode
+    /// step's q/k/v and gate/up projections); otherwise each layer runs on its own.
+    pub fn forward_shared(layers: &[&Linear], xs: &Tensor) -> Result<Vec<Tensor>> {
+        let rows = xs.dims().iter().rev().skip(1).product::<usize>();
+        let qtensors: Option<Vec<&QTensor>> = layers
+            .iter()
+            .map(|l| match &l.weight {
+                QMatMul::QTensor(q) => Some(q.as_ref()),
+                _ => None,
+            })
+            .collect();
+        if let (1, Some(qs)) = (rows, qtensors) {
+            let lhs = xs.to_dtype(DType::F32)?.contiguous()?;
+            if let Some(outs) = QTensor::gemv_fused_shared_lhs(&qs, &lhs)? {
+                return layers
+                    .iter()
+                    .zip(outs)
+                    .map(|(l, y)| {
+                        let y = y.to_device(lhs.device())?.to_dtype(l.dtype)?;
+                        Ok(match &l.bias {
+                            Some(b) => y.broadcast_add(b)?,
+                            None => y,
+                        })
+                    })
+                    .collect();
+            }
+        }
+        layers.iter().map(|l| l.forward(xs)).collect()
+    }
+
+    /// Rows `ids` of the matrix, dequantized, `(ids.len(), in_dim)` in `dtype`.
+    pub fn rows(&self, ids: &Tensor, dtype: DType) -> Result<Tensor> {
+        Ok(self.weight.embedding(ids)?.to_dtype(dtype)?)
+    }
+}

@@ -1,0 +1,142 @@
+//! Weight loading: the files of a checkpoint, read for any architecture.
+//!
+//! The model code asks for weights by their Hugging Face checkpoint names
+//! (`model.language_model.layers.0.self_attn.q_proj.weight`) and gets them ready for
+//! candle's [`QMatMul`]. This module reads the formats; the architecture (for Qwen3-VL,
+//! `qwen3_vl::WeightSource` and its name table in `qwen3_vl/names.rs`) says which stored
+//! tensor a checkpoint name is and what configuration the files describe.
+//!
+//! - [`source`](ModelSource): where the files are, and [`LoadOptions`];
+//! - `safetensors`: a Hugging Face directory (`model.safetensors`, or shards listed in
+//!   `model.safetensors.index.json`), f32 / f16 / bf16, memory-mapped; optionally
+//!   quantized while loading to Q8_0 / Q6_K / Q5_K / Q4_K ([`LoadOptions::quantize`]). A
+//!   matrix whose rows are not a multiple of the quantization block (32 values for Q8_0,
+//!   256 for the K-quants) keeps its float weights: the tiny test checkpoints (hidden size
+//!   32) stay float under the K-quants;
+//! - `gguf`: llama.cpp GGUF files, metadata through [`GgufMeta`], tensors on demand;
+//! - [`Linear`]: a loaded matrix and bias, applied through [`QMatMul`].
+//!
+//! Float weights are kept in the activation dtype, except f16 / bf16 matrices on the
+//! CPU, which stay in their stored half precision (half the memory) and are widened per
+//! matmul. Quantized weights stay quantized and go through the quantized matmul kernels
+//! of the device, with one exception on x86 CPUs with VNNI: Q6_K matrices are requantized
+//! to Q8_0 ([`LoadOptions::exact_weights`] says why and turns it off).
+
+mod gguf;
+mod linear;
+mod safetensors;
+mod source;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
+use candle_core::{DType, Device, Tensor};
+
+use crate::error::{Error, Result};
+
+pub(crate) use gguf::GgufFile;
+pub use gguf::{GgufMeta, GgufPart};
+pub use linear::Linear;
+pub(crate) use safetensors::{open_shards, SafetensorsFiles};
+pub use source::{default_activation_dtype, LoadOptions, ModelSource, QUANTIZE_AT_LOAD_TYPES};
+
+/// A tensor as stored in a checkpoint.
+pub(crate) enum Stored {
+    Float(Tensor),
+    Quant(QTensor),
+}
+
+/// How stored tensors become the model's weights: the device, the activation dtype,
+/// quantize-at-load and the Q6_K requantization, from [`LoadOptions`].
+#[derive(Debug, Clone)]
+pub(crate) struct TensorConverter {
+    pub(crate) device: Device,
+    pub(crate) dtype: DType,
+    pub(crate) quantize: Option<GgmlDType>,
+    /// See [`LoadOptions::exact_weights`].
+    pub(crate) q6k_as_q8_0: bool,
+}
+
+impl TensorConverter {
+    /// Checks the options (a supported quantization type, a float activation dtype).
+    pub(crate) fn new(opts: &LoadOptions) -> Result<Self> {
+        if let Some(q) = opts.quantize {
+            if !QUANTIZE_AT_LOAD_TYPES.contains(&q) {
+                return Err(Error::Config(format!(
+                    "quantize-at-load to {q:?} is not supported (use Q8_0, Q6K, Q5K or Q4K)"
+                )));
+            }
+        }
+        let dtype = opts
+            .dtype
+            .unwrap_or_else(|| default_activation_dtype(&opts.device));
+        if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
+            return Err(Error::Config(format!(
+                "activation dtype {dtype:?} is not a float type"
+            )));
+        }
+        Ok(TensorConverter {
+            device: opts.device.clone(),
+            dtype,
+            quantize: opts.quantize,
+            q6k_as_q8_0: !opts.exact_weights && opts.device.is_cpu() && source::cpu_has_vnni(),
+        })
+    }
+
+    /// A stored tensor as floats on the CPU or the device (quantized storage dequantized);
+    /// `path` names the file in errors.
+    pub(crate) fn float(&self, name: &str, stored: Stored, path: &Path) -> Result<Tensor> {
+        match stored {
+            Stored::Float(t) => Ok(t),
+            Stored::Quant(q) => q
+                .dequantize(&self.device)
+                .map_err(|e| Error::model_file_caused(path, format!("tensor {name}"), e)),
+        }
+    }
+
+    /// A stored matrix as a [`QMatMul`]: quantized storage stays quantized (f32 / f16 /
+    /// bf16 "quantized" GGUF storage becomes a float matrix), float storage goes through
+    /// [`TensorConverter::matrix_from_float`].
+    pub(crate) fn matrix(&self, name: &str, stored: Stored) -> Result<QMatMul> {
+        match stored {
+            Stored::Float(t) => self.matrix_from_float(name, t),
+            Stored::Quant(q) => match q.dtype() {
+                GgmlDType::F32 => self.matrix_from_float(name, q.dequantize(&self.device)?),
+                // Exact: every f16 and bf16 value is an f32.
+                GgmlDType::F16 => {
+                    self.matrix_from_float(name, q.dequantize(&self.device)?.to_dtype(DType::F16)?)
+                }
+                GgmlDType::BF16 => {
+                    self.matrix_from_float(name, q.dequantize(&self.device)?.to_dtype(DType::BF16)?)
+                }
+                _ => Ok(QMatMul::QTensor(Arc::new(q))),
+            },
+        }
+    }
+
+    /// A float matrix, quantized when [`LoadOptions::quantize`] asks and its rows fit the
+    /// block size, else kept in the activation dtype (half precision stays half on the CPU).
+    pub(crate) fn matrix_from_float(&self, name: &str, t: Tensor) -> Result<QMatMul> {
+        if let Some(q) = self.quantize {
+            let cols = t.dim(1)?;
+            if cols.is_multiple_of(q.block_size()) {
+                let f32 = t.to_device(&Device::Cpu)?.to_dtype(DType::F32)?;
+                let qt =
+                    QTensor::quantize_onto(&f32, q, &self.device).map_err(|e| Error::Tensor {
+                        name: name.to_string(),
+                        reason: format!("quantizing to {q:?}: {e}"),
+                    })?;
+                return Ok(QMatMul::QTensor(Arc::new(qt)));
+            }
+        }
+        // On the CPU, half-precision matrices stay half (widened per matmul by
+        // `Linear::forward`): half the memory, the same numbers. Elsewhere the kernels
+        // want the activation dtype.
+        let keep = match t.dtype() {
+            DType::F16 | DType::BF16 if self.device.is_cpu() => t.dtype(),
+            _ => self.dtype,
+        };
+        Ok(QMatMul::Tensor(t.to_dtype(keep)?.to_device(&self.device)?))
+    }
+}
