@@ -63,6 +63,7 @@
 
 mod attention;
 pub mod config;
+pub mod cpu;
 mod flash_cpu;
 mod gelu;
 pub mod rope;
