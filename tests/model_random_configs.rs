@@ -49,13 +49,20 @@ struct Errors {
     torchvision: Option<(f32, f32)>,
 }
 
+/// One run: logits of every position, the vision outputs' relative error, the token grids.
+struct Run {
+    logits: Vec<Vec<f32>>,
+    vision_rel: f32,
+    grids: Vec<[usize; 3]>,
+}
+
 /// Logits of every position and the relative error of the vision outputs, for `image`.
 fn logits_and_vision(
     model: &mut Qwen3Vl,
     golden: &std::collections::HashMap<String, Tensor>,
     input_ids: &[u32],
     image: Option<&PreprocessedImage>,
-) -> Result<(Vec<Vec<f32>>, f32, Vec<[usize; 3]>)> {
+) -> Result<Run> {
     model.truncate(0)?;
     let mut vision_rel = 0f32;
     let mut images = Vec::new();
@@ -79,7 +86,11 @@ fn logits_and_vision(
     let logits = model
         .forward_all_logits(input_ids, &images)?
         .to_vec2::<f32>()?;
-    Ok((logits, vision_rel, grids))
+    Ok(Run {
+        logits,
+        vision_rel,
+        grids,
+    })
 }
 
 /// Max over positions, and at the last position, of max |Δ| / max |reference row|.
@@ -137,9 +148,12 @@ fn run_config(dir: &Path) -> Result<Errors> {
         }
         None => None,
     };
-    let (ours, vision_rel, grids) =
-        logits_and_vision(&mut model, &golden, &input_ids, reference_image.as_ref())
-            .with_context(|| name.clone())?;
+    let Run {
+        logits: ours,
+        vision_rel,
+        grids,
+    } = logits_and_vision(&mut model, &golden, &input_ids, reference_image.as_ref())
+        .with_context(|| name.clone())?;
     let (logits_rel, last_rel) = logits_errors(&ours, &theirs)?;
 
     let layout = mrope_positions(&input_ids, &grids, model.config().image_token_id, 0)?;
@@ -166,9 +180,9 @@ fn run_config(dir: &Path) -> Result<Errors> {
             reference_image.grid_thw
         );
         e2e_pixels = max_abs_diff(&image.pixel_values, &reference_image.pixel_values)?;
-        let (ours, vision, _) = logits_and_vision(&mut model, &golden, &input_ids, Some(&image))?;
-        e2e_vision_rel = vision;
-        e2e_logits_rel = logits_errors(&ours, &theirs)?.0;
+        let run = logits_and_vision(&mut model, &golden, &input_ids, Some(&image))?;
+        e2e_vision_rel = run.vision_rel;
+        e2e_logits_rel = logits_errors(&run.logits, &theirs)?.0;
     }
     let torchvision = match (
         golden.get("pixel_values_torchvision"),

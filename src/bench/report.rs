@@ -68,6 +68,8 @@ pub struct MachineReport {
     pub kernel_path: String,
     /// `SIGHTLINE_CPU_FEATURES`, when set.
     pub kernel_path_forced: Option<String>,
+    /// The level candle's repacked quantized matmuls run at (its own run-time choice).
+    pub candle_quantized_kernels: String,
     /// Warnings about the build against this CPU: a forced path the CPU lacks, features
     /// the CPU has that nothing in this build uses.
     pub build_warnings: Vec<String>,
@@ -135,6 +137,7 @@ impl MachineReport {
                 || cfg!(target_feature = "neon") && candle_core::utils::with_neon(),
             kernel_path: selection.path.label().to_string(),
             kernel_path_forced: selection.requested.clone(),
+            candle_quantized_kernels: cpu::candle_quantized_level().to_string(),
             build_warnings,
         }
     }
@@ -280,12 +283,13 @@ impl BenchReport {
         );
         let _ = writeln!(
             s,
-            "  kernel path: {} (chosen at run time{})",
+            "  kernel path: {} (chosen at run time{}); candle's quantized matmuls: {}",
             mc.kernel_path,
             match &mc.kernel_path_forced {
                 Some(v) => format!(", {}={v}", cpu::CPU_FEATURES_ENV),
                 None => String::new(),
-            }
+            },
+            mc.candle_quantized_kernels
         );
         for w in &mc.build_warnings {
             let _ = writeln!(s, "  warning: {w}");

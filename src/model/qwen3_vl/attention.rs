@@ -317,4 +317,38 @@ mod tests {
         assert!(few_rows_cpu(&q16, &k16, &k16, None, 0.25)?.is_none());
         Ok(())
     }
+
+    /// Every kernel path of the decode-step attention side by side (run with
+    /// `--ignored --nocapture` in an optimized build): the 2B model's decode shape, 8 KV
+    /// groups × 2 query heads of 128 over 512 cached positions, 28 calls (one per layer).
+    #[test]
+    #[ignore = "measurement"]
+    fn few_rows_paths_timing() -> Result<()> {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(2);
+        let (groups, rep, hd, len) = (8, 2, 128, 512);
+        let q = random(&mut rng, &[groups, rep, 1, hd])?;
+        let k = random(&mut rng, &[groups, len, hd])?;
+        let v = random(&mut rng, &[groups, len, hd])?;
+        let paths = CpuPath::available();
+        let mut best = vec![f64::INFINITY; paths.len()];
+        for _round in 0..5 {
+            for (i, &path) in paths.iter().enumerate() {
+                let t = std::time::Instant::now();
+                for _layer in 0..28 {
+                    few_rows_cpu_on(path, &q, &k, &v, None, 0.088)?.expect("f32");
+                }
+                best[i] = best[i].min(t.elapsed().as_secs_f64());
+            }
+        }
+        let portable = best[paths.len() - 1];
+        for (path, secs) in paths.iter().zip(&best) {
+            println!(
+                "decode attention 8x2 heads of 128 @ 512, 28 layers: {:>8} best of 5 {:.2} ms ({:.2}x portable)",
+                path.name(),
+                secs * 1e3,
+                portable / secs
+            );
+        }
+        Ok(())
+    }
 }

@@ -179,6 +179,61 @@ pub fn path() -> CpuPath {
     selected().path
 }
 
+/// candle's switch that holds its repacked quantized matmuls at their AVX2 level.
+pub const CANDLE_FORCE_AVX2_ENV: &str = "MISTRALRS_FORCE_AVX2";
+
+/// Make a forced path below AVX-512 hold candle's quantized kernels at AVX2 too: sets
+/// [`CANDLE_FORCE_AVX2_ENV`]`=1` when [`CPU_FEATURES_ENV`] forces `avx2` or `portable`
+/// and the variable is unset, so a forced run measures what an AVX2-only CPU runs (the
+/// quantized matmuls are most of prefill and decode). Returns whether it set it.
+///
+/// Call it first thing in `main`, before any thread starts and before the first
+/// quantized matmul (candle reads the variable once).
+pub fn apply_forced_path_to_candle() -> bool {
+    let s = selected();
+    let forced_low = s.requested.is_some() && matches!(s.path, CpuPath::Avx2 | CpuPath::Portable);
+    if forced_low && std::env::var_os(CANDLE_FORCE_AVX2_ENV).is_none() {
+        std::env::set_var(CANDLE_FORCE_AVX2_ENV, "1");
+        return true;
+    }
+    false
+}
+
+/// The instruction level candle's repacked quantized CPU matmuls run at, mirroring its
+/// own choice (`quantized/repack_x86.rs`: AVX-512 VNNI, with AMX tiles for Q4_K prefill
+/// where CPUID reports AMX; AVX-VNNI; AVX2; honouring [`CANDLE_FORCE_AVX2_ENV`]). For
+/// `bench`'s report.
+pub fn candle_quantized_level() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        let force_avx2 = std::env::var(CANDLE_FORCE_AVX2_ENV).as_deref() == Ok("1");
+        if !force_avx2 && has!("avx512f") && has!("avx512vnni") {
+            // CPUID leaf 7: AMX-TILE (bit 24) and AMX-INT8 (bit 25), as candle reads them.
+            let info = std::arch::x86_64::__cpuid_count(7, 0);
+            if info.edx & (1 << 25) != 0 && info.edx & (1 << 24) != 0 {
+                return "AVX-512 VNNI (+AMX for Q4_K prefill)";
+            }
+            return "AVX-512 VNNI";
+        }
+        if !force_avx2 && has!("avxvnni") && has!("avx2") {
+            return "AVX-VNNI";
+        }
+        if has!("avx2") {
+            return if force_avx2 { "AVX2 (forced)" } else { "AVX2" };
+        }
+        "unrepacked (no AVX2)"
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        "NEON (candle's own detection)"
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        "unrepacked"
+    }
+}
+
 /// Instruction-set features this CPU has that nothing in this build uses: not enabled at
 /// compile time, and dispatched to at run time neither by the kernels here (AVX2+FMA,
 /// AVX-512F) nor by candle (its quantized kernels detect AVX2, AVX-512 VNNI, AVX-VNNI and

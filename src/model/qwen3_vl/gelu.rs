@@ -100,4 +100,36 @@ mod tests {
         }
         Ok(())
     }
+
+    /// Every kernel path side by side (run with `--ignored --nocapture` in an optimized
+    /// build): one vision MLP activation of a 1280-token screenshot on the 2B model
+    /// (4,888 patches × 4,304).
+    #[test]
+    #[ignore = "measurement"]
+    fn gelu_paths_timing() -> Result<()> {
+        let n = 4888 * 4304;
+        let xs: Vec<f32> = (0..n)
+            .map(|i| ((i % 2001) as f32 - 1000.0) * 4e-3)
+            .collect();
+        let t = Tensor::from_vec(xs, n, &Device::Cpu)?;
+        let paths = CpuPath::available();
+        let mut best = vec![f64::INFINITY; paths.len()];
+        for _round in 0..3 {
+            for (i, &path) in paths.iter().enumerate() {
+                let start = std::time::Instant::now();
+                gelu_tanh_on(path, &t)?;
+                best[i] = best[i].min(start.elapsed().as_secs_f64());
+            }
+        }
+        let portable = best[paths.len() - 1];
+        for (path, secs) in paths.iter().zip(&best) {
+            println!(
+                "gelu 4888x4304: {:>8} best of 3 {:.1} ms ({:.2}x portable)",
+                path.name(),
+                secs * 1e3,
+                portable / secs
+            );
+        }
+        Ok(())
+    }
 }
