@@ -455,6 +455,25 @@ macro_rules! dispatch_fn {
 }
 pub(super) use dispatch_fn;
 
+/// Seconds `f` took on this thread's CPU (Linux's `/proc/thread-self/schedstat`, which
+/// does not count time the scheduler gave to other processes: the kernel timings are taken
+/// on a shared machine), or wall-clock seconds where that file is unreadable. Run the
+/// timing tests with `CANDLE_NUM_THREADS=1` so all the work is on this thread.
+#[cfg(test)]
+pub(super) fn thread_cpu_seconds(mut f: impl FnMut()) -> f64 {
+    fn on_cpu_ns() -> Option<u64> {
+        let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+        stat.split_whitespace().next()?.parse().ok()
+    }
+    let wall = std::time::Instant::now();
+    let before = on_cpu_ns();
+    f();
+    match (before, on_cpu_ns()) {
+        (Some(a), Some(b)) => b.saturating_sub(a) as f64 * 1e-9,
+        _ => wall.elapsed().as_secs_f64(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
