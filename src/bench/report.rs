@@ -256,6 +256,12 @@ fn ratio(r: Option<f64>) -> String {
 }
 
 impl BenchReport {
+    /// Whether the peak RSS of the whole run (every stage measured, whole turns included
+    /// unless `--no-turn`) stays within [`MemoryCheck::bound_bytes`].
+    pub fn run_within_bound(&self) -> bool {
+        self.peak_rss_bytes <= self.memory_check.bound_bytes
+    }
+
     /// The human-readable table.
     pub fn table(&self) -> String {
         let mut s = String::new();
@@ -479,7 +485,18 @@ impl BenchReport {
                 "  (the peak counter could not be reset: it includes model generation)"
             );
         }
-        let _ = writeln!(s, "peak RSS of the run: {}", mib(self.peak_rss_bytes));
+        let _ = writeln!(
+            s,
+            "peak RSS of the whole run (load, vision, prefill, decode{}): {} vs the same bound {}: {}",
+            if self.turn.is_some() { ", turns" } else { "" },
+            mib(self.peak_rss_bytes),
+            mib(mcheck.bound_bytes),
+            if self.run_within_bound() {
+                "within"
+            } else {
+                "OVER"
+            }
+        );
         if let Some(c) = lc {
             if let Some(why) = &c.skipped {
                 let _ = writeln!(s, "llama.cpp: not compared: {why}");

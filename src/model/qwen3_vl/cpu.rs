@@ -9,8 +9,9 @@
 //! the build's own target (baseline x86-64, SSE2, for the README's `cargo build --release`).
 //! The register tiles of the fused attention also have hand-written AVX-512 and AVX2
 //! kernels. [`selected`] picks the path once per process from CPUID, so a default build
-//! runs the AVX-512 or AVX2 code on CPUs that have it. On aarch64 NEON is part of the
-//! baseline, so the generic code compiled for the target is the NEON path.
+//! runs the AVX-512 or AVX2 code on CPUs that have it. On aarch64 NEON and FMA are part
+//! of the baseline, so the generic code compiled for the target (with `FMA`) is the NEON
+//! path, and `portable` there runs the same code.
 //!
 //! `SIGHTLINE_CPU_FEATURES=avx512|avx2|portable` (read once) forces a path, so one machine
 //! can measure the others. Forcing a path the CPU lacks does not fail: the best path the

@@ -340,7 +340,7 @@ struct Inputs<'a> {
     v: &'a [f32],
     /// `(n, len)` additive mask.
     mask: Option<&'a [f32]>,
-    /// Row stride of `v` (the first dimension's stride is `vs0`).
+    /// Strides of `v`: between groups, between rows.
     vs0: usize,
     vs1: usize,
     n: usize,
