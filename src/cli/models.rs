@@ -210,8 +210,6 @@ fn info(hub: &Hub, id: &str, out: &mut dyn Write) -> sightline::Result<()> {
 /// GGUF metadata and tensor infos); no tensor data is read, so a multi-GB model is
 /// described at once.
 fn describe(out: &mut dyn Write, model: &ResolvedModel) -> sightline::Result<()> {
-    // (This file is also compiled alone into tests/hub_cli.rs, so it does not reach for
-    // `cli::plan::model_source`.)
     let source = match &model.files {
         ModelFiles::Gguf { model, mmproj, .. } => ModelSource::Gguf {
             text: model.clone(),

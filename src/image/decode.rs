@@ -6,7 +6,7 @@
 //! of 16-bit colour channels (how Pillow loads 16-bit RGB/RGBA/LA PNGs), and — a Pillow
 //! quirk kept for parity — saturates 16-bit grayscale at 255 (Pillow loads it as `I;16`,
 //! whose conversion to RGB clips instead of scaling). Every case is checked against
-//! Pillow by `tests/image_preprocess.rs`.
+//! Pillow by `tests/all/image_preprocess.rs`.
 
 use std::borrow::Cow;
 use std::io::Cursor;
