@@ -5,16 +5,15 @@
 //! `models/scripts/make_random_configs.py`.
 //!
 //! The committed subset is `models/fixtures/random/`; set `SIGHTLINE_RANDOM_CONFIGS` to a
-//! directory the script wrote to run a full generated set. Run with `--nocapture` for the
-//! per-configuration errors.
-
-mod model_support;
+//! directory the script wrote to run a full generated set. Run with
+//! `cargo test --test all model_random_configs:: -- --nocapture` for the per-configuration
+//! errors.
 
 use std::path::{Path, PathBuf};
 
+use crate::model_support::{fixtures, max_abs, max_abs_diff};
 use anyhow::{anyhow, ensure, Context, Result};
 use candle_core::{DType, Device, Tensor};
-use model_support::{fixtures, max_abs, max_abs_diff};
 use sightline::image::{preprocess_bytes, PreprocessConfig};
 use sightline::model::qwen3_vl::mrope_positions;
 use sightline::model::weights::{LoadOptions, ModelSource};
