@@ -2,8 +2,12 @@
 //! it, returning the process exit code.
 
 pub mod bench;
+#[cfg(feature = "desktop")]
+pub mod eval;
 pub mod generate;
 pub mod models;
 pub mod plan;
 #[cfg(feature = "desktop")]
 pub mod run;
+#[cfg(feature = "desktop")]
+pub mod view;

@@ -11,6 +11,7 @@ use cel_contracts::{PlannedAction, PlanningView, Step};
 use enigo::Key;
 
 use super::coords::{parse_xy_target, InputPoint, ScreenGeometry};
+use super::elements::ElementFacts;
 use super::input::{parse_key_chord, parse_key_combo};
 use crate::error::{Error, Result};
 
@@ -236,7 +237,19 @@ pub fn goal_confirms(goal: &str, kind: DestructiveKind, trigger: &str) -> bool {
 /// Checks a step against the gate. Returns the refusal when the step is destructive and the
 /// goal does not confirm it; `None` lets it run.
 pub fn check_step(goal: &str, step: &Step, view: &PlanningView) -> Option<Refusal> {
-    let found = destructive_trigger(step, view)?;
+    check_step_seen(goal, step, view, &|_| None)
+}
+
+/// [`check_step`] with what the screen says each target is (`seen`: target id → the element's
+/// accessible name and role, for an `xy:` point the element under it): a click is judged by
+/// that real name as well as by the view's label, whatever the planner wrote as `purpose`.
+pub fn check_step_seen(
+    goal: &str,
+    step: &Step,
+    view: &PlanningView,
+    seen: &dyn Fn(&str) -> Option<ElementFacts>,
+) -> Option<Refusal> {
+    let found = action_trigger(&step.action, &step.purpose, view, seen)?;
     let (kind, trigger) = found;
     if goal_confirms(goal, kind, &trigger) {
         return None;
@@ -267,15 +280,11 @@ pub fn check_step(goal: &str, step: &Step, view: &PlanningView) -> Option<Refusa
     })
 }
 
-/// The first destructive trigger in a step, if any.
-fn destructive_trigger(step: &Step, view: &PlanningView) -> Option<(DestructiveKind, String)> {
-    action_trigger(&step.action, &step.purpose, view)
-}
-
 fn action_trigger(
     action: &PlannedAction,
     purpose: &str,
     view: &PlanningView,
+    seen: &dyn Fn(&str) -> Option<ElementFacts>,
 ) -> Option<(DestructiveKind, String)> {
     match action {
         PlannedAction::Type { target_id, text } => delete_command_in(text)
@@ -283,7 +292,7 @@ fn action_trigger(
             .or_else(|| {
                 target_id
                     .as_deref()
-                    .and_then(|id| click_trigger(id, purpose, view))
+                    .and_then(|id| click_trigger(id, purpose, view, seen))
             }),
         PlannedAction::Key { key } => parse_key_chord(key)
             .ok()
@@ -291,22 +300,26 @@ fn action_trigger(
         PlannedAction::KeyCombo { keys } => parse_key_combo(keys)
             .ok()
             .and_then(|k| chord_trigger(&k, &keys.join("+"))),
-        PlannedAction::Click { target_id, .. } => click_trigger(target_id, purpose, view),
+        PlannedAction::Click { target_id, .. } => click_trigger(target_id, purpose, view, seen),
         PlannedAction::Batch { actions } => actions
             .iter()
-            .find_map(|a| action_trigger(a, purpose, view)),
+            .find_map(|a| action_trigger(a, purpose, view, seen)),
         _ => None,
     }
 }
 
-/// For a click: the element's label and value from the view; for an `xy:` point, which has no
-/// label, the step's purpose (the planner's own description of what it clicks).
+/// For a click: the element's real accessible name (`seen`), its label and value from the
+/// view; for an `xy:` point, the name of the element under it and the step's purpose (the
+/// planner's own description of what it clicks).
 fn click_trigger(
     target_id: &str,
     purpose: &str,
     view: &PlanningView,
+    seen: &dyn Fn(&str) -> Option<ElementFacts>,
 ) -> Option<(DestructiveKind, String)> {
+    let seen_name = seen(target_id).map(|f| f.name);
     let mut texts: Vec<&str> = Vec::new();
+    texts.extend(seen_name.as_deref());
     if let Some(el) = view.elements.iter().find(|e| e.id == target_id) {
         texts.extend(el.label.as_deref());
         texts.extend(el.value.as_deref());
@@ -540,6 +553,41 @@ mod tests {
             },
         );
         assert!(check_step("save the file", &save, &v).is_none());
+    }
+
+    #[test]
+    fn gate_judges_the_seen_element_name_not_the_purpose() {
+        let v = view(vec![]);
+        let press = |target: &str| {
+            step(
+                "press the third button",
+                PlannedAction::Click {
+                    target_id: target.into(),
+                    expect_after: None,
+                },
+            )
+        };
+        let seen = |id: &str| {
+            (id == "button_3" || id == "xy:500,40").then(|| ElementFacts {
+                id: "button_3".into(),
+                role: "button".into(),
+                name: "Delete".into(),
+            })
+        };
+        for target in ["button_3", "xy:500,40"] {
+            let r = check_step_seen("tidy up", &press(target), &v, &seen);
+            assert_eq!(r.map(|r| r.trigger), Some("delete".to_string()), "{target}");
+            assert!(check_step_seen(
+                "delete it, I confirm the deletion",
+                &press(target),
+                &v,
+                &seen
+            )
+            .is_none());
+        }
+        // Without what the screen says, the same steps pass: the purpose is harmless.
+        assert!(check_step("tidy up", &press("xy:500,40"), &v).is_none());
+        assert!(check_step_seen("tidy up", &press("xy:10,10"), &v, &seen).is_none());
     }
 
     #[test]
