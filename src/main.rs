@@ -48,6 +48,9 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Before any thread starts: a forced low kernel path also holds candle's quantized
+    // kernels at AVX2 (see `cpu::apply_forced_path_to_candle`).
+    sightline::model::qwen3_vl::cpu::apply_forced_path_to_candle();
     let cli = Cli::parse();
     let default_level = if cli.verbose { "info" } else { "warn" };
     tracing_subscriber::fmt()

@@ -14,27 +14,27 @@
 # The converter, convert_hf_to_gguf.py, is Python and needs no build: run it from SRC_DIR with
 # PYTHONPATH=SRC_DIR/gguf-py (see models/scripts/make_gguf.sh).
 #
+#   ISA      env: auto (default) turns on every instruction set the running CPU lists in
+#            /proc/cpuinfo; avx2 builds an AVX2+FMA+F16C+BMI2 llama.cpp with every AVX-512 and
+#            VNNI kernel off, whatever the CPU has (the comparison with Sightline forced to
+#            its AVX2 path, SIGHTLINE_CPU_FEATURES=avx2, on an AVX-512 machine).
+#
 # Why each flag:
-#   -DGGML_NATIVE=OFF      A native build (-march=native plus ggml's own feature probe) died here
-#                          with an illegal instruction: this VM's CPU reports AMX that the VM does
-#                          not enable. So every instruction set is named explicitly below, from
-#                          what /proc/cpuinfo lists on this machine (an Ice Lake class Xeon:
-#                          avx2 fma f16c bmi2 avx512f/cd/bw/dq/vl avx512vbmi avx512_vnni; no
-#                          avx512_bf16, no avx_vnni, no amx). The script prints a warning when
-#                          the running CPU lacks one of the features it turns on.
-#   GGML_SSE42/AVX/AVX2/FMA/F16C/BMI2=ON   baseline x86-64-v3 kernels.
-#   GGML_AVX512=ON         -mavx512f -mavx512cd -mavx512vl -mavx512dq -mavx512bw (the
-#                          AVX512 quantized dot products).
-#   GGML_AVX512_VBMI=ON    present on this CPU (avx512vbmi), used by some q-dot kernels.
-#   GGML_AVX512_VNNI=ON    present (avx512_vnni): int8 dot products for Q4_K/Q8_0 x Q8_K.
-#   GGML_AVX512_BF16=OFF   absent on this CPU.
-#   GGML_AVX_VNNI=OFF      absent on this CPU (the VEX-encoded variant; AVX512-VNNI covers it).
-#   GGML_AMX_TILE/INT8/BF16=OFF  the cause of the illegal instruction above.
+#   -DGGML_NATIVE=OFF      A native build (-march=native plus ggml's own feature probe) died on a
+#                          VM whose CPU reports AMX that the VM does not enable. So each
+#                          instruction set is named explicitly, from what /proc/cpuinfo lists
+#                          (a build made with ISA=auto runs only on CPUs with the same features).
+#   GGML_SSE42/AVX/AVX2/FMA/F16C/BMI2     sse4_2 avx avx2 fma f16c bmi2, each when listed.
+#   GGML_AVX512            avx512f+cd+vl+dq+bw all listed (-mavx512f … -mavx512bw).
+#   GGML_AVX512_VBMI/VNNI/BF16   avx512vbmi, avx512_vnni, avx512_bf16 when listed.
+#   GGML_AVX_VNNI          avx_vnni (the VEX-encoded variant) when listed.
+#   GGML_AMX_TILE/INT8/BF16=OFF  always: the cause of the illegal instruction above.
 #   GGML_OPENMP=ON (default)     thread pool as llama.cpp ships it.
 #   GGML_CUDA/METAL/VULKAN… off by default: CPU only, like the Sightline CPU numbers.
 #   LLAMA_BUILD_TESTS/EXAMPLES/SERVER/APP=OFF, LLAMA_OPENSSL=OFF: nothing else is needed, and
 #                          no network is touched during the build.
 #   --target llama-bench llama-mtmd-cli llama-quantize: only what the benchmarks use.
+#   On a CPU that is not x86-64 (no such flags in /proc/cpuinfo) ggml's native build is used.
 set -euo pipefail
 
 VERSION=0.3.36
@@ -71,23 +71,41 @@ fi
 SRC=$(cd "$SRC" && pwd)
 [ -f "$SRC/ggml/CMakeLists.txt" ] || { echo "$SRC is not a llama.cpp source tree" >&2; exit 1; }
 
-# Say so when this CPU lacks a feature turned on below (the binaries would then die with SIGILL).
-if [ -r /proc/cpuinfo ]; then
-  flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
-  for f in avx avx2 fma f16c bmi2 avx512f avx512cd avx512bw avx512dq avx512vl avx512vbmi avx512_vnni; do
-    case "$flags" in *" $f "*) ;; *) echo "warning: this CPU does not list '$f'; edit the flags below" >&2 ;; esac
-  done
+ISA=${ISA:-auto}
+case "$ISA" in auto|avx2) ;; *) echo "ISA must be auto or avx2, not '$ISA'" >&2; exit 2 ;; esac
+flags=" $( (grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true) | cut -d: -f2) "
+has() { case "$flags" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+onoff() { if "$@"; then echo ON; else echo OFF; fi; }
+avx512() { has avx512f && has avx512cd && has avx512vl && has avx512dq && has avx512bw; }
+isa_flags=()
+if has avx2; then
+  isa_flags=(-DGGML_NATIVE=OFF
+    -DGGML_SSE42="$(onoff has sse4_2)" -DGGML_AVX="$(onoff has avx)" -DGGML_AVX2=ON
+    -DGGML_FMA="$(onoff has fma)" -DGGML_F16C="$(onoff has f16c)" -DGGML_BMI2="$(onoff has bmi2)"
+    -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
+  if [ "$ISA" = avx2 ]; then
+    isa_flags+=(-DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF
+                -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF)
+  else
+    isa_flags+=(-DGGML_AVX512="$(onoff avx512)"
+                -DGGML_AVX512_VBMI="$(onoff has avx512vbmi)"
+                -DGGML_AVX512_VNNI="$(onoff has avx512_vnni)"
+                -DGGML_AVX512_BF16="$(onoff has avx512_bf16)"
+                -DGGML_AVX_VNNI="$(onoff has avx_vnni)")
+  fi
+elif [ "$ISA" = avx2 ]; then
+  echo "ISA=avx2: this CPU does not list avx2" >&2
+  exit 2
+else
+  isa_flags=(-DGGML_NATIVE=ON)
 fi
+echo "llama.cpp instruction sets (ISA=$ISA): ${isa_flags[*]}" >&2
 
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 cmake -S "$SRC" -B "$OUT/build" \
   -DCMAKE_BUILD_TYPE=Release \
-  -DGGML_NATIVE=OFF \
-  -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
-  -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=OFF \
-  -DGGML_AVX_VNNI=OFF \
-  -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
+  "${isa_flags[@]}" \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
   -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF
 cmake --build "$OUT/build" --config Release -j "$JOBS" \

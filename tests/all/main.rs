@@ -49,6 +49,7 @@ mod model_errors;
 mod model_golden;
 mod model_kv;
 mod model_quant;
+mod model_random_configs;
 mod model_speed;
 mod planner_local;
 mod planner_prompt;

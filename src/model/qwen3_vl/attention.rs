@@ -6,9 +6,10 @@
 
 use std::sync::Mutex;
 
-use candle_core::{CpuStorage, DType, Layout, Storage, Tensor};
+use candle_core::{DType, Tensor};
 use candle_nn::ops::softmax_last_dim;
 
+use super::cpu::{self, axpy, dispatch_fn, dot, exp_sub_sum, max_of, CpuF32, CpuPath};
 use super::flash_cpu::flash_cpu;
 use crate::error::Result;
 
@@ -98,30 +99,53 @@ pub(super) fn matmul_route(
     }
 }
 
-/// `a · b` in 16 independent lanes, which the compiler turns into SIMD (a plain `sum()`
-/// is one chain of dependent float additions, about 4 cycles per element).
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    const LANES: usize = 16;
-    let mut acc = [0f32; LANES];
-    let split = a.len() / LANES * LANES;
-    for (x, y) in a[..split]
-        .chunks_exact(LANES)
-        .zip(b[..split].chunks_exact(LANES))
-    {
-        for i in 0..LANES {
-            acc[i] += x[i] * y[i];
-        }
-    }
-    let tail: f32 = a[split..].iter().zip(&b[split..]).map(|(x, y)| x * y).sum();
-    acc.iter().sum::<f32>() + tail
+/// What the per-group loop of [`few_rows_cpu`] reads.
+struct FewRows<'a> {
+    q: &'a [f32],
+    k: &'a [f32],
+    v: &'a [f32],
+    /// `(n, len)` additive mask.
+    mask: Option<&'a [f32]>,
+    ks: [usize; 2],
+    vs: [usize; 2],
+    n: usize,
+    rows: usize,
+    len: usize,
+    hd: usize,
+    scale: f32,
 }
 
-/// A CPU f32 tensor's data and layout.
-pub(super) fn cpu_f32<R>(t: &Tensor, f: impl FnOnce(&[f32], &Layout) -> R) -> Option<R> {
-    let (storage, layout) = t.storage_and_layout();
-    match &*storage {
-        Storage::Cpu(CpuStorage::F32(data)) => Some(f(data, layout)),
-        _ => None,
+dispatch_fn!(
+    /// [`few_rows_group`] compiled for `path`.
+    fn few_rows_group_on(x: &FewRows, scores: &mut [f32], g: usize, dst: &mut [f32]) => few_rows_group
+);
+
+/// The `rows` query rows of group `g` into `dst` (`rows × hd`); `scores` is `rows × len`
+/// scratch.
+#[inline(always)]
+fn few_rows_group<const FMA: bool>(x: &FewRows, scores: &mut [f32], g: usize, dst: &mut [f32]) {
+    let (hd, len, n) = (x.hd, x.len, x.n);
+    let qg = &x.q[g * x.rows * hd..][..x.rows * hd];
+    // Scores: one pass over the keys for all rows of the group.
+    for j in 0..len {
+        let kj = &x.k[g * x.ks[0] + j * x.ks[1]..][..hd];
+        for (r, qr) in qg.chunks_exact(hd).enumerate() {
+            let m = x.mask.map_or(0.0, |m| m[(r % n) * len + j]);
+            scores[r * len + j] = dot::<FMA>(qr, kj) * x.scale + m;
+        }
+    }
+    for row in scores.chunks_exact_mut(len) {
+        let max = max_of(row);
+        let inv = 1.0 / exp_sub_sum::<FMA>(row, max);
+        row.iter_mut().for_each(|p| *p *= inv);
+    }
+    // Weighted values: one pass over the values.
+    dst.fill(0.0);
+    for j in 0..len {
+        let vj = &x.v[g * x.vs[0] + j * x.vs[1]..][..hd];
+        for (r, o) in dst.chunks_exact_mut(hd).enumerate() {
+            axpy::<FMA>(scores[r * len + j], vj, o);
+        }
     }
 }
 
@@ -138,76 +162,82 @@ fn few_rows_cpu(
     mask: Option<&Tensor>,
     scale: f64,
 ) -> Result<Option<Tensor>> {
+    few_rows_cpu_on(cpu::path(), q, k, v, mask, scale)
+}
+
+/// [`few_rows_cpu`] on a given kernel path (one [`CpuPath::supported`] here).
+fn few_rows_cpu_on(
+    path: CpuPath,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+    scale: f64,
+) -> Result<Option<Tensor>> {
     let (groups, rep, n, hd) = q.dims4()?;
     let len = k.dim(1)?;
     let rows = rep * n;
-    let scale = scale as f32;
-    let mut out = vec![0f32; groups * rows * hd];
-    let done = cpu_f32(q, |q_data, q_layout| {
-        cpu_f32(k, |k_data, k_layout| {
-            cpu_f32(v, |v_data, v_layout| {
-                let mask_data = match mask {
-                    Some(m) => match cpu_f32(m, |d, l| {
-                        l.contiguous_offsets().map(|(a, b)| d[a..b].to_vec())
-                    }) {
-                        Some(Some(d)) => Some(d),
-                        _ => return false,
-                    },
-                    None => None,
-                };
-                let (Some((q0, _)), &[ks0, ks1, 1], &[vs0, vs1, 1]) = (
-                    q_layout.contiguous_offsets(),
-                    k_layout.stride(),
-                    v_layout.stride(),
-                ) else {
-                    return false;
-                };
-                let (k0, v0) = (k_layout.start_offset(), v_layout.start_offset());
-                let per_group: Vec<Mutex<&mut [f32]>> =
-                    out.chunks_mut(rows * hd).map(Mutex::new).collect();
-                candle_core::utils::barrier_pool().execute_chunked(groups, |range| {
-                    let mut scores = vec![0f32; rows * len];
-                    for g in range {
-                        let Ok(mut dst) = per_group[g].lock() else {
-                            continue;
-                        };
-                        let qg = &q_data[q0 + g * rows * hd..q0 + (g + 1) * rows * hd];
-                        // Scores: one pass over the keys for all rows of the group.
-                        for j in 0..len {
-                            let kj = &k_data[k0 + g * ks0 + j * ks1..][..hd];
-                            for (r, qr) in qg.chunks_exact(hd).enumerate() {
-                                let dot = dot(qr, kj);
-                                let m = mask_data.as_ref().map_or(0.0, |m| m[(r % n) * len + j]);
-                                scores[r * len + j] = dot * scale + m;
-                            }
-                        }
-                        for row in scores.chunks_exact_mut(len) {
-                            let max = row.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
-                            let mut sum = 0f32;
-                            for x in row.iter_mut() {
-                                *x = (*x - max).exp();
-                                sum += *x;
-                            }
-                            row.iter_mut().for_each(|x| *x /= sum);
-                        }
-                        // Weighted values: one pass over the values.
-                        dst.fill(0.0);
-                        for j in 0..len {
-                            let vj = &v_data[v0 + g * vs0 + j * vs1..][..hd];
-                            for (r, o) in dst.chunks_exact_mut(hd).enumerate() {
-                                let p = scores[r * len + j];
-                                o.iter_mut().zip(vj).for_each(|(o, x)| *o += p * x);
-                            }
-                        }
-                    }
-                });
-                true
-            })
-        })
-    });
-    if done != Some(Some(Some(true))) {
+    if groups == 0 || rows == 0 || len == 0 || hd == 0 {
         return Ok(None);
     }
+    let (Some(qv), Some(kv), Some(vv)) = (CpuF32::of(q), CpuF32::of(k), CpuF32::of(v)) else {
+        return Ok(None);
+    };
+    let mask_view = match mask {
+        Some(m) => match CpuF32::of(m) {
+            Some(view) => Some(view),
+            None => return Ok(None),
+        },
+        None => None,
+    };
+    let mask_data = match &mask_view {
+        Some(view) => match view.contiguous() {
+            Some(d) if d.len() == n * len => Some(d),
+            _ => return Ok(None),
+        },
+        None => None,
+    };
+    let (Some(q_data), &[ks0, ks1, 1], &[vs0, vs1, 1]) =
+        (qv.contiguous(), kv.layout().stride(), vv.layout().stride())
+    else {
+        return Ok(None);
+    };
+    let k_data = kv.data().get(kv.layout().start_offset()..).unwrap_or(&[]);
+    let v_data = vv.data().get(vv.layout().start_offset()..).unwrap_or(&[]);
+    // Every row the loop indexes must exist (a view into a larger cache buffer).
+    let last_row = |s0: usize, s1: usize| (groups - 1) * s0 + (len - 1) * s1 + hd;
+    if k_data.len() < last_row(ks0, ks1)
+        || v_data.len() < last_row(vs0, vs1)
+        || q_data.len() < groups * rows * hd
+    {
+        return Ok(None);
+    }
+    let inputs = FewRows {
+        q: q_data,
+        k: k_data,
+        v: v_data,
+        mask: mask_data,
+        ks: [ks0, ks1],
+        vs: [vs0, vs1],
+        n,
+        rows,
+        len,
+        hd,
+        scale: scale as f32,
+    };
+    let mut out = vec![0f32; groups * rows * hd];
+    let per_group: Vec<Mutex<&mut [f32]>> = out.chunks_mut(rows * hd).map(Mutex::new).collect();
+    candle_core::utils::barrier_pool().execute_chunked(groups, |range| {
+        let mut scores = vec![0f32; rows * len];
+        for g in range {
+            let Ok(mut dst) = per_group[g].lock() else {
+                continue;
+            };
+            few_rows_group_on(path, &inputs, &mut scores, g, &mut dst);
+        }
+    });
+    drop(per_group);
+    drop((qv, kv, vv, mask_view));
     Ok(Some(Tensor::from_vec(
         out,
         (groups, rep, n, hd),
@@ -253,7 +283,8 @@ mod tests {
         Ok(())
     }
 
-    /// The direct loop against the matmul route, on keys and values viewed from a larger
+    /// The direct loop on every kernel path this CPU runs against the matmul route, on
+    /// keys and values viewed from a larger
     /// cache buffer (as the KV cache hands them out), with and without a causal mask.
     #[test]
     fn few_rows_match_the_matmul_route_on_cache_views() -> Result<()> {
@@ -267,20 +298,62 @@ mod tests {
             assert!(!k.is_contiguous());
             let causal = causal_mask(n, len - n, &Device::Cpu)?;
             for mask in [None, Some(&causal)] {
-                let direct = few_rows_cpu(&q, &k, &v, mask, 0.25)?.expect("CPU f32 inputs");
                 let reference = matmul_route(&q, &k, &v, mask, 0.25, usize::MAX)?;
-                let diff = (direct - reference)?
-                    .abs()?
-                    .flatten_all()?
-                    .max(0)?
-                    .to_scalar::<f32>()?;
-                assert!(diff <= FEW_ROWS_ATOL, "n {n}, len {len}: {diff}");
+                for path in CpuPath::available() {
+                    let direct =
+                        few_rows_cpu_on(path, &q, &k, &v, mask, 0.25)?.expect("CPU f32 inputs");
+                    let diff = (direct - &reference)?
+                        .abs()?
+                        .flatten_all()?
+                        .max(0)?
+                        .to_scalar::<f32>()?;
+                    assert!(diff <= FEW_ROWS_ATOL, "{path:?}: n {n}, len {len}: {diff}");
+                }
             }
         }
         // Not CPU f32: the caller takes the matmul route.
         let q16 = random(&mut rng, &[groups, rep, 1, hd])?.to_dtype(DType::F16)?;
         let k16 = kb.to_dtype(DType::F16)?;
         assert!(few_rows_cpu(&q16, &k16, &k16, None, 0.25)?.is_none());
+        Ok(())
+    }
+
+    /// Every kernel path of the decode-step attention side by side, in CPU time of this
+    /// thread (run with `CANDLE_NUM_THREADS=1`, `--ignored --nocapture`, optimized): the 2B model's decode shape, 8 KV
+    /// groups × 2 query heads of 128 over 512 cached positions, 28 calls (one per layer).
+    #[test]
+    #[ignore = "measurement"]
+    fn few_rows_paths_timing() -> Result<()> {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(2);
+        let (groups, rep, hd, len) = (8, 2, 128, 512);
+        let q = random(&mut rng, &[groups, rep, 1, hd])?;
+        let k = random(&mut rng, &[groups, len, hd])?;
+        let v = random(&mut rng, &[groups, len, hd])?;
+        let paths = CpuPath::available();
+        let mut best = vec![f64::INFINITY; paths.len()];
+        for _round in 0..5 {
+            for (i, &path) in paths.iter().enumerate() {
+                let mut result = Ok(());
+                let secs = cpu::thread_cpu_seconds(|| {
+                    for _layer in 0..28 {
+                        if let Err(e) = few_rows_cpu_on(path, &q, &k, &v, None, 0.088) {
+                            result = Err(e);
+                        }
+                    }
+                });
+                result?;
+                best[i] = best[i].min(secs);
+            }
+        }
+        let portable = best[paths.len() - 1];
+        for (path, secs) in paths.iter().zip(&best) {
+            println!(
+                "decode attention 8x2 heads of 128 @ 512, 28 layers: {:>8} best of 5 {:.2} ms ({:.2}x portable)",
+                path.name(),
+                secs * 1e3,
+                portable / secs
+            );
+        }
         Ok(())
     }
 }

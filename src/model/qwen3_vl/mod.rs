@@ -64,6 +64,7 @@
 mod attention;
 mod checkpoint;
 pub mod config;
+pub mod cpu;
 mod flash_cpu;
 mod gelu;
 pub mod names;
