@@ -16,6 +16,7 @@ pub mod model;
 pub mod planner;
 #[cfg(feature = "desktop")]
 pub mod runner;
+pub mod text_norm;
 pub mod tokenizer;
 pub mod view;
 

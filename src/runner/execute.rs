@@ -80,7 +80,7 @@ impl Runner {
             if let Some(end) = self.max_steps_check(state, purpose, &step.purpose) {
                 return end;
             }
-            if let Some(refusal) = safety::check_step(goal, step, view) {
+            if let Some(refusal) = safety::check_batch_step(goal, purpose, steps, index, view) {
                 observer.on_refusal(step, &refusal.message);
                 let result = StepResult::Err {
                     message: refusal.message.clone(),
