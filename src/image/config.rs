@@ -211,7 +211,7 @@ impl PreprocessConfig {
     /// file and the key.
     pub fn from_preprocessor_json(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let text = crate::input_file::read_string(path, crate::input_file::InputKind::Config)?;
         let raw: RawPreprocessorConfig = serde_json::from_str(&text)
             .map_err(|e| Error::model_file(path, format!("not a preprocessor config: {e}")))?;
         Self::from_raw(&raw).map_err(|e| match e {
@@ -448,10 +448,11 @@ impl PreprocessConfig {
 
 fn three_channels(key: &str, values: &[f32]) -> Result<[f32; 3]> {
     match values {
-        [v] => Ok([*v; 3]),
+        // One value is refused rather than broadcast: the reference (transformers) indexes
+        // three channels, and a one-entry list is more likely a truncated file than intent.
         [r, g, b] => Ok([*r, *g, *b]),
         _ => Err(Error::Config(format!(
-            "{key} has {} values, expected 3 (or 1 for all channels)",
+            "{key} has {} values, expected 3 (one per RGB channel)",
             values.len()
         ))),
     }

@@ -65,6 +65,7 @@ impl ModelSource {
         let dir = match self {
             ModelSource::Safetensors { dir } => dir.clone(),
             ModelSource::Gguf { text, .. } => {
+                crate::model::file_checks::check_gguf(text)?;
                 let mut file = std::fs::File::open(text).map_err(|e| Error::io(text, e))?;
                 let content = gguf_file::Content::read(&mut file).map_err(|e| {
                     Error::model_file(text, format!("not a readable GGUF file: {e}"))
@@ -182,6 +183,7 @@ struct GgufFile {
 
 impl GgufFile {
     fn open(path: &Path) -> Result<Self> {
+        crate::model::file_checks::check_gguf(path)?;
         let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
         let content = gguf_file::Content::read(&mut file)
             .map_err(|e| Error::model_file(path, format!("not a readable GGUF file: {e}")))?;
@@ -878,6 +880,7 @@ fn open_safetensors(dir: &Path) -> Result<(Backend, Qwen3VlConfig)> {
     };
     let mut files = HashMap::new();
     for path in &shard_names {
+        crate::model::file_checks::check_safetensors(path)?;
         // SAFETY: the file is mapped read-only; like every memory-mapped model loader we
         // rely on it not being modified while the model is loaded.
         let st = unsafe { MmapedSafetensors::new(path) }.map_err(|e| {
