@@ -2,6 +2,7 @@
 //! it, returning the process exit code.
 
 pub mod bench;
+pub mod dump_path;
 pub mod generate;
 pub mod models;
 pub mod plan;

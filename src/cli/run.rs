@@ -108,13 +108,33 @@ impl<'a> RunEnv<'a> {
 }
 
 /// Runs `sightline run` on the terminal and returns the exit code.
+/// Progress and the outcome go to stdout, a setup error to stderr.
 pub fn run(args: &RunArgs, model_planner: Option<&PlannerFactory>) -> i32 {
     let mut stdout = std::io::stdout();
-    run_with(args, model_planner, RunEnv::terminal(&mut stdout))
+    let mut stderr = std::io::stderr();
+    run_reporting(
+        args,
+        model_planner,
+        RunEnv::terminal(&mut stdout),
+        Some(&mut stderr),
+    )
 }
 
-/// Runs `sightline run` with the given environment and returns the exit code.
+// Used by tests/runner_cli.rs, which compiles this file.
+#[allow(dead_code)]
+/// Runs `sightline run` with the given environment and returns the exit code; a setup error
+/// is printed on the environment's output.
 pub fn run_with(args: &RunArgs, model_planner: Option<&PlannerFactory>, env: RunEnv<'_>) -> i32 {
+    run_reporting(args, model_planner, env, None)
+}
+
+/// [`run_with`], printing a setup error on `errors` when given.
+fn run_reporting(
+    args: &RunArgs,
+    model_planner: Option<&PlannerFactory>,
+    env: RunEnv<'_>,
+    errors: Option<&mut dyn Write>,
+) -> i32 {
     let RunEnv {
         out,
         prompt,
@@ -127,7 +147,10 @@ pub fn run_with(args: &RunArgs, model_planner: Option<&PlannerFactory>, env: Run
             exit_code_for(&report)
         }
         Err(e) => {
-            let _ = writeln!(out, "error: {e:#}");
+            let _ = match errors {
+                Some(w) => writeln!(w, "error: {e:#}"),
+                None => writeln!(out, "error: {e:#}"),
+            };
             exit_code::USAGE_OR_SETUP
         }
     }

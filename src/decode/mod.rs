@@ -39,7 +39,7 @@ pub use decoder::{
     DecodedMove,
 };
 pub use grammar::{Grammar, GrammarEngine};
-pub use sampler::{Sampler, Sampling};
+pub use sampler::{check_temperature, check_top_p, Sampler, Sampling};
 pub use schema::{
     coordinate_regex, parse_coordinate_target, ActionKind, Capabilities, GrammarLimits,
     GrammarOptions, MoveSpec, StringCaps, CAPABILITY_CDP_PREFIX, CAPABILITY_NATIVE_INPUT,

@@ -55,6 +55,11 @@ pub const DEFAULT_MAX_INPUT_SIDE: u32 = 32_768;
 /// three times over.
 pub const DEFAULT_MAX_INPUT_PIXELS: u64 = 100_000_000;
 
+/// The largest visual-token budget a caller may ask for: the default input-pixel limit in
+/// tokens of the smallest Qwen3-VL factor (32 × 32 pixels), rounded up. More would never be
+/// used, so a larger `--max-visual-tokens` is a usage error, not a silent clamp.
+pub const MAX_VISUAL_TOKENS: usize = 100_000;
+
 /// Bounds on an input image, checked before it is decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InputLimits {
@@ -290,7 +295,9 @@ impl PreprocessConfig {
     #[must_use]
     pub fn with_max_tokens(mut self, tokens: usize) -> Self {
         let factor = self.factor() as u64;
-        self.max_pixels = tokens as u64 * factor * factor;
+        // Saturating: a budget too large to express in pixels means "no tighter cap", never
+        // a wrap to a tiny one (callers validate against MAX_VISUAL_TOKENS first).
+        self.max_pixels = (tokens as u64).saturating_mul(factor).saturating_mul(factor);
         self.min_pixels = self.min_pixels.min(self.max_pixels);
         self
     }
