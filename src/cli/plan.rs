@@ -152,6 +152,18 @@ fn plan_inner(args: &PlanArgs) -> Result<()> {
         None => serde_json::Value::Null,
     };
     let screenshot = args.screenshot.as_deref().map(read_screenshot).transpose()?;
+    // The clarify rule needs no model: answer before resolving or loading one (the planner
+    // would give the same answer as its first step, after a load of seconds).
+    if let Some(question) = sightline::planner::clarify::clarify_question(&args.goal, &view) {
+        println!(
+            "{}",
+            serde_json::to_string(&cel_contracts::NextMove::Clarify { question })?
+        );
+        if args.stats {
+            eprintln!("clarify    answered by the clarify rule before any model loaded: 0 forward passes");
+        }
+        return Ok(());
+    }
     let mut options = planner_options(&args.model, None)?;
     if let Some(sampling) = sampling {
         options.decode.sampling = sampling;
