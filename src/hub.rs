@@ -753,7 +753,9 @@ impl Hub {
             })?;
             let files: Vec<String> = info.siblings.into_iter().map(|s| s.rfilename).collect();
             for f in &files {
-                check_file_name(f)?;
+                check_file_name(f).map_err(|e| {
+                    hub_err(format!("the listing of the Hub repo {repo} is unsafe: {e}"))
+                })?;
             }
             return Ok(files);
         }

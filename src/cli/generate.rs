@@ -22,8 +22,8 @@ pub mod exit_code {
     /// The text was printed.
     pub const SUCCESS: i32 = 0;
     /// A model, tokenizer or image that cannot be read, a device that cannot be had, a
-    /// failed write of the logits. (Malformed arguments exit with clap's 2.)
-    pub const FAILED: i32 = 1;
+    /// failed write of the logits: a setup error, clap's usage code 2 like every command.
+    pub const FAILED: i32 = 2;
 }
 
 /// Arguments of `sightline generate`.
