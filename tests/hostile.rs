@@ -933,6 +933,12 @@ fn hostile_inputs_fail_cleanly_refuse_or_act_as_documented() -> Result<()> {
         let _ = needle;
         case(
             "gguf",
+            format!("models info {name}"),
+            os(&["models", "info", &s(&text)]),
+            Expect::Error(s(&text)),
+        );
+        case(
+            "gguf",
             name,
             os(&["plan", "--model", &s(&dir), "--device", "cpu", "hi"]),
             Expect::Error(s(&text)),
