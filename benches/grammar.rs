@@ -12,7 +12,7 @@ use sightline::decode::{
 use sightline::model::scripted::{Script, ScriptedModel};
 use sightline::VisionLanguageModel;
 
-#[path = "../tests/decode_support/corpus.rs"]
+#[path = "../tests/all/decode_support/corpus.rs"]
 mod corpus;
 
 /// Qwen's logits width.

@@ -36,5 +36,5 @@ export CUDA_ROOT="$cuda_root"
 export CUDA_COMPUTE_CAP="${CUDA_COMPUTE_CAP:-90}"
 export CARGO_TARGET_DIR="${CUDA_TARGET_DIR:-target/cuda}"
 nvcc --version | tail -n 2
-cargo check --lib --test kernels_masked_pick --features cuda
+cargo check --lib --test all --features cuda
 echo "check_cuda: done in $(( $(date +%s) - start ))s"

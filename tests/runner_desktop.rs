@@ -5,6 +5,9 @@
 //! fail.
 #![cfg(feature = "desktop")]
 
+// The shared helpers of tests/all; this binary uses only some of them.
+#[path = "all/runner_support/mod.rs"]
+#[allow(dead_code)]
 mod runner_support;
 
 use std::time::Duration;
@@ -65,7 +68,7 @@ fn typing_into_xterm_runs_the_command_and_writes_the_file() -> anyhow::Result<()
     if !tools_available(TOOLS_XTERM)? {
         return Ok(());
     }
-    let xvfb = Xvfb::start(1280, 800)?;
+    let xvfb = Xvfb::start_as_process_display(1280, 800)?;
     let dir = tempfile::tempdir()?;
     let _term = start_xterm(dir.path(), 100, 100)?;
     let out_file = dir.path().join("out.txt");
@@ -117,7 +120,7 @@ fn xy_clicks_land_within_two_pixels_on_1920x1080_and_1280x800() -> anyhow::Resul
     }
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     for (w, h) in [(1920u32, 1080u32), (1280, 800)] {
-        let _xvfb = Xvfb::start(w, h)?;
+        let _xvfb = Xvfb::start_as_process_display(w, h)?;
         let dir = tempfile::tempdir()?;
         let events = RootEvents::start(dir.path())?;
         let mut targets: Vec<(u32, u32)> =
@@ -169,7 +172,7 @@ fn dry_run_executes_no_input_and_a_real_run_does() -> anyhow::Result<()> {
     if !tools_available(TOOLS)? {
         return Ok(());
     }
-    let _xvfb = Xvfb::start(1280, 800)?;
+    let _xvfb = Xvfb::start_as_process_display(1280, 800)?;
     let dir = tempfile::tempdir()?;
     let events = RootEvents::start(dir.path())?;
     move_pointer(640, 400)?;
@@ -235,7 +238,7 @@ fn corner_failsafe_aborts_before_the_next_step() -> anyhow::Result<()> {
     if !tools_available(TOOLS)? {
         return Ok(());
     }
-    let _xvfb = Xvfb::start(1280, 800)?;
+    let _xvfb = Xvfb::start_as_process_display(1280, 800)?;
     let dir = tempfile::tempdir()?;
     let events = RootEvents::start(dir.path())?;
     // The "user" slams the pointer into the corner while the planner thinks about turn 2.
@@ -288,7 +291,7 @@ fn destructive_gate_refuses_typed_rm_rf_unless_the_goal_confirms() -> anyhow::Re
     if !tools_available(TOOLS_XTERM)? {
         return Ok(());
     }
-    let xvfb = Xvfb::start(1280, 800)?;
+    let xvfb = Xvfb::start_as_process_display(1280, 800)?;
     let dir = tempfile::tempdir()?;
     let victim = dir.path().join("victim");
     std::fs::create_dir(&victim)?;
@@ -352,7 +355,7 @@ fn budgets_end_runs_as_failed_and_say_which() -> anyhow::Result<()> {
     if !tools_available(TOOLS)? {
         return Ok(());
     }
-    let _xvfb = Xvfb::start(1280, 800)?;
+    let _xvfb = Xvfb::start_as_process_display(1280, 800)?;
 
     // max_steps: a planner that never stops.
     let mut options = fast_options();
@@ -484,7 +487,7 @@ fn planner_terminals_unexecutable_actions_rejections_and_declines() -> anyhow::R
     if !tools_available(TOOLS)? {
         return Ok(());
     }
-    let _xvfb = Xvfb::start(1280, 800)?;
+    let _xvfb = Xvfb::start_as_process_display(1280, 800)?;
 
     // An action the desktop cannot execute is a clear, non-recoverable step error.
     let planner = ScriptedPlanner::new(vec![batch(
@@ -610,7 +613,7 @@ fn element_ids_need_a_resolver_and_ctrl_c_stops_between_steps() -> anyhow::Resul
     if !tools_available(TOOLS)? {
         return Ok(());
     }
-    let _xvfb = Xvfb::start(1280, 800)?;
+    let _xvfb = Xvfb::start_as_process_display(1280, 800)?;
     let dir = tempfile::tempdir()?;
     let events = RootEvents::start(dir.path())?;
     let ok_button = cel_contracts::PlanningElement {
@@ -690,7 +693,7 @@ fn trace_directory_is_complete_and_its_replay_reproduces_the_moves() -> anyhow::
     if !tools_available(TOOLS)? {
         return Ok(());
     }
-    let _xvfb = Xvfb::start(1280, 800)?;
+    let _xvfb = Xvfb::start_as_process_display(1280, 800)?;
     let dir = tempfile::tempdir()?;
     let trace_dir = dir.path().join("run1");
     let planner = ScriptedPlanner::new(vec![

@@ -62,9 +62,7 @@ pub fn write_replacing_regular(
     let result = write(&tmp)
         .map_err(anyhow::Error::from)
         .and_then(|()| check_output_path(path))
-        .and_then(|()| {
-            std::fs::rename(&tmp, path).with_context(|| format!("{}", path.display()))
-        });
+        .and_then(|()| std::fs::rename(&tmp, path).with_context(|| format!("{}", path.display())));
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }

@@ -107,11 +107,7 @@ fn generate_inner(args: &GenerateArgs) -> Result<()> {
         _ => Sampling::Greedy,
     };
     // Read the image before the model loads, so a wrong path fails at once.
-    let image = args
-        .image
-        .as_deref()
-        .map(read_screenshot)
-        .transpose()?;
+    let image = args.image.as_deref().map(read_screenshot).transpose()?;
     if let Some(path) = &args.dump_logits {
         crate::cli::dump_path::check_output_path(path)?;
     }

@@ -54,15 +54,6 @@ pub fn models(args: &ModelsArgs) -> i32 {
     exit_for(result, &mut std::io::stderr())
 }
 
-// Used by tests/hub_cli.rs, which compiles this file.
-#[allow(dead_code)]
-/// Runs `sightline models` with a given Hub client and output (errors included), and returns
-/// the exit code.
-pub fn models_with(args: &ModelsArgs, hub: &Hub, out: &mut dyn Write) -> i32 {
-    let result = dispatch(args, hub, out);
-    exit_for(result, out)
-}
-
 fn dispatch(args: &ModelsArgs, hub: &Hub, out: &mut dyn Write) -> sightline::Result<()> {
     match &args.command {
         ModelsCommand::List => list(hub, out),
@@ -222,8 +213,6 @@ fn info(hub: &Hub, id: &str, out: &mut dyn Write) -> sightline::Result<()> {
 /// GGUF metadata and tensor infos); no tensor data is read, so a multi-GB model is
 /// described at once.
 fn describe(out: &mut dyn Write, model: &ResolvedModel) -> sightline::Result<()> {
-    // (This file is also compiled alone into tests/hub_cli.rs, so it does not reach for
-    // `cli::plan::model_source`.)
     let source = match &model.files {
         ModelFiles::Gguf { model, mmproj, .. } => ModelSource::Gguf {
             text: model.clone(),

@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use cel_contracts::{AttemptRecord, PlanningView};
 use serde::de::DeserializeOwned;
-use sightline::hub::{parse_model_spec, Hub, ModelFiles, ResolvedModel};
-use sightline::model::weights::ModelSource;
 use sightline::decode::{check_top_p, Sampling};
+use sightline::hub::{parse_model_spec, Hub, ModelFiles, ResolvedModel};
 use sightline::image::{InputLimits, MAX_VISUAL_TOKENS};
 use sightline::input_file::{self, InputKind};
+use sightline::model::weights::ModelSource;
 use sightline::planner::{DeviceChoice, LocalPlanner, PlannerOptions, Turn, TurnStats};
 
 /// Exit codes of `plan` and `verify`.
@@ -151,7 +151,11 @@ fn plan_inner(args: &PlanArgs) -> Result<()> {
         Some(path) => read_json(path, InputKind::Memory)?,
         None => serde_json::Value::Null,
     };
-    let screenshot = args.screenshot.as_deref().map(read_screenshot).transpose()?;
+    let screenshot = args
+        .screenshot
+        .as_deref()
+        .map(read_screenshot)
+        .transpose()?;
     // The clarify rule needs no model: answer before resolving or loading one (the planner
     // would give the same answer as its first step, after a load of seconds).
     if let Some(question) = sightline::planner::clarify::clarify_question(&args.goal, &view) {
@@ -160,7 +164,9 @@ fn plan_inner(args: &PlanArgs) -> Result<()> {
             serde_json::to_string(&cel_contracts::NextMove::Clarify { question })?
         );
         if args.stats {
-            eprintln!("clarify    answered by the clarify rule before any model loaded: 0 forward passes");
+            eprintln!(
+                "clarify    answered by the clarify rule before any model loaded: 0 forward passes"
+            );
         }
         return Ok(());
     }

@@ -116,24 +116,16 @@ pub fn run(args: &RunArgs, model_planner: Option<&PlannerFactory>) -> i32 {
         args,
         model_planner,
         RunEnv::terminal(&mut stdout),
-        Some(&mut stderr),
+        &mut stderr,
     )
 }
 
-// Used by tests/runner_cli.rs, which compiles this file.
-#[allow(dead_code)]
-/// Runs `sightline run` with the given environment and returns the exit code; a setup error
-/// is printed on the environment's output.
-pub fn run_with(args: &RunArgs, model_planner: Option<&PlannerFactory>, env: RunEnv<'_>) -> i32 {
-    run_reporting(args, model_planner, env, None)
-}
-
-/// [`run_with`], printing a setup error on `errors` when given.
+/// Runs `sightline run` in `env`, printing a setup error on `errors`; returns the exit code.
 fn run_reporting(
     args: &RunArgs,
     model_planner: Option<&PlannerFactory>,
     env: RunEnv<'_>,
-    errors: Option<&mut dyn Write>,
+    errors: &mut dyn Write,
 ) -> i32 {
     let RunEnv {
         out,
@@ -147,10 +139,7 @@ fn run_reporting(
             exit_code_for(&report)
         }
         Err(e) => {
-            let _ = match errors {
-                Some(w) => writeln!(w, "error: {e:#}"),
-                None => writeln!(out, "error: {e:#}"),
-            };
+            let _ = writeln!(errors, "error: {e:#}");
             exit_code::USAGE_OR_SETUP
         }
     }

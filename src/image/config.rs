@@ -297,7 +297,9 @@ impl PreprocessConfig {
         let factor = self.factor() as u64;
         // Saturating: a budget too large to express in pixels means "no tighter cap", never
         // a wrap to a tiny one (callers validate against MAX_VISUAL_TOKENS first).
-        self.max_pixels = (tokens as u64).saturating_mul(factor).saturating_mul(factor);
+        self.max_pixels = (tokens as u64)
+            .saturating_mul(factor)
+            .saturating_mul(factor);
         self.min_pixels = self.min_pixels.min(self.max_pixels);
         self
     }

@@ -8,7 +8,7 @@
 //! value at 255, so almost every pixel of a real 16-bit screenshot turns white; Sightline
 //! takes the high byte there too (scaling, like the colour formats), a faithful image
 //! instead of a silent wrong answer. Every other case is checked against Pillow by
-//! `tests/image_preprocess.rs`.
+//! `tests/all/image_preprocess.rs`.
 //!
 //! A decompression bomb (a small PNG declaring a huge canvas) is refused from its header:
 //! the side and pixel limits of [`InputLimits`], and [`MAX_DECODED_IMAGE_BYTES`] on the

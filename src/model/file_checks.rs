@@ -79,7 +79,9 @@ impl<R: Read + Seek> Header<R> {
 
     fn skip(&mut self, n: u64) -> Result<()> {
         if n > self.remaining()? {
-            return Err(self.bad(format!("GGUF header claims {n} bytes past the end of the file")));
+            return Err(self.bad(format!(
+                "GGUF header claims {n} bytes past the end of the file"
+            )));
         }
         let n = i64::try_from(n).map_err(|_| self.bad("GGUF length overflows"))?;
         self.reader
@@ -197,7 +199,11 @@ pub fn check_gguf(path: &Path) -> Result<()> {
         wide: true,
         array_elements: 0,
     };
-    if &h.bytes::<4>().map_err(|_| h.bad("not a GGUF file (too short)"))? != b"GGUF" {
+    if &h
+        .bytes::<4>()
+        .map_err(|_| h.bad("not a GGUF file (too short)"))?
+        != b"GGUF"
+    {
         return Err(h.bad("not a GGUF file (bad magic)"));
     }
     let version = h.u32()?;
@@ -327,7 +333,11 @@ pub fn check_safetensors(path: &Path) -> Result<()> {
             Some("F32" | "I32" | "U32") => 4,
             Some("F16" | "BF16" | "I16" | "U16") => 2,
             Some("I8" | "U8" | "BOOL" | "F8_E4M3" | "F8_E5M2") => 1,
-            other => return Err(bad(format!("tensor {name}: dtype {other:?} is not supported"))),
+            other => {
+                return Err(bad(format!(
+                    "tensor {name}: dtype {other:?} is not supported"
+                )))
+            }
         };
         let shape: Vec<u64> = info
             .get("shape")

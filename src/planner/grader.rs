@@ -1,4 +1,4 @@
-//! The `verify_done` grader head (DESIGN.md, decision 7).
+//! The `verify_done` grader head (ARCHITECTURE.md, decision 7).
 //!
 //! After one forward pass over the grader question (see
 //! [`render_grader_question`](crate::planner::prompt::render_grader_question)), a linear head on

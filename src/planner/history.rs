@@ -1,4 +1,4 @@
-//! Compact history: what the model is told about earlier steps (DESIGN.md, decision 6).
+//! Compact history: what the model is told about earlier steps (ARCHITECTURE.md, decision 6).
 //!
 //! Context is the scarcest resource of a small local model and prefill is the latency, so a
 //! step that landed says nothing (it only adds to a count), and a step that did not land gets

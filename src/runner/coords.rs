@@ -2,7 +2,7 @@
 //! mapped to the coordinates the input backend expects.
 //!
 //! Qwen3-VL grounds in relative coordinates from 0 to 1000 over the image it was shown
-//! (DESIGN.md, decision 5). The mapping uses the size of the *captured image* and the monitor's
+//! (ARCHITECTURE.md, decision 5). The mapping uses the size of the *captured image* and the monitor's
 //! origin, never the OS's logical monitor size: on X11 with a scale factor, xcap reports the
 //! monitor's width divided by the scale while its capture has the physical size, and X11 input
 //! (XTest, through enigo) is in physical root-window pixels.

@@ -1,4 +1,4 @@
-//! Safety enforced by the runner itself (DESIGN.md, decision 9), whatever the planner says:
+//! Safety enforced by the runner itself (ARCHITECTURE.md, decision 9), whatever the planner says:
 //! a stop flag for Ctrl-C, the top-left-corner fail-safe, the confirm-each-batch prompt and the
 //! destructive-step gate.
 

@@ -1,8 +1,8 @@
 //! Qwen3-VL in candle: vision tower, DeepStack, text decoder with interleaved M-RoPE.
 //!
-//! Our own implementation (see DESIGN.md, decision 1); the reference for every number
+//! Our own implementation (see ARCHITECTURE.md, decision 1); the reference for every number
 //! is Hugging Face transformers' `modeling_qwen3_vl.py`, checked by the golden tests in
-//! `tests/model_golden.rs`.
+//! `tests/all/model_golden.rs`.
 //!
 //! # Example
 //!

@@ -3,13 +3,11 @@
 //! a valid target must come out exactly; an invalid one must come out as some other,
 //! valid move.
 
-mod decode_support;
-
 use std::time::Instant;
 
+use crate::decode_support::{env, ids, odd_ids, scripted, steered, view, QWEN_LOGITS};
 use anyhow::{ensure, Result};
 use cel_contracts::{NextMove, PlannedAction};
-use decode_support::{env, ids, odd_ids, scripted, steered, view, QWEN_LOGITS};
 use sightline::decode::{
     decode, decode_move, parse_sentence, ActionKind, DecodeOptions, DecodedMove, Grammar,
     GrammarEngine, GrammarLimits, GrammarOptions, MoveSpec, Sampling, TokenEnv,

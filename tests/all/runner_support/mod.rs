@@ -1,10 +1,10 @@
 //! Shared helpers for the desktop tests: a private Xvfb per test, X11 probes (xdotool, xev),
 //! and a scripted planner.
 //!
-//! Desktop tests set `DISPLAY` for the whole process (xcap reads it on every call), so every
-//! test that touches X holds [`x11_lock`] for its whole duration.
-
-#![allow(dead_code)]
+//! The in-process desktop tests (`tests/runner_desktop.rs`, its own binary) set `DISPLAY` for
+//! the whole process (xcap reads it on every call) with [`Xvfb::start_as_process_display`], so
+//! every test that touches X holds [`x11_lock`] for its whole duration. Tests of the binary pass
+//! [`Xvfb::display`] to the child process instead and leave the process environment alone.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -64,8 +64,8 @@ pub struct Xvfb {
 }
 
 impl Xvfb {
-    /// Starts Xvfb on a free display with one screen of `width`×`height`, waits until it
-    /// answers, and points `DISPLAY` at it.
+    /// Starts Xvfb on a free display with one screen of `width`×`height` and waits until it
+    /// answers. The process environment is left alone: pass [`Xvfb::display`] to children.
     pub fn start(width: u32, height: u32) -> anyhow::Result<Self> {
         let base = 80 + (std::process::id() % 50) * 10;
         for n in base..base + 200 {
@@ -110,8 +110,6 @@ impl Xvfb {
                     .map(|s| s.success())
                     .unwrap_or(false);
                 if ok {
-                    std::env::set_var("DISPLAY", &display);
-                    std::env::remove_var("WAYLAND_DISPLAY");
                     return Ok(x);
                 }
                 std::thread::sleep(Duration::from_millis(50));
@@ -120,6 +118,27 @@ impl Xvfb {
             let _ = x.child.wait();
         }
         bail!("could not start Xvfb on any display")
+    }
+}
+
+impl Xvfb {
+    /// [`Xvfb::start`], then points this process's `DISPLAY` at it (for in-process xcap and
+    /// enigo); hold [`x11_lock`] while it lives.
+    pub fn start_as_process_display(width: u32, height: u32) -> anyhow::Result<Self> {
+        let x = Self::start(width, height)?;
+        std::env::set_var("DISPLAY", &x.display);
+        std::env::remove_var("WAYLAND_DISPLAY");
+        Ok(x)
+    }
+
+    /// The pointer position on this server (`xdotool getmouselocation`).
+    pub fn pointer(&self) -> anyhow::Result<(i32, i32)> {
+        let out = Command::new("xdotool")
+            .args(["getmouselocation", "--shell"])
+            .env("DISPLAY", &self.display)
+            .output()
+            .context("running xdotool")?;
+        parse_pointer(&String::from_utf8_lossy(&out.stdout))
     }
 }
 
@@ -157,7 +176,10 @@ pub fn cmd(program: &str, args: &[&str]) -> anyhow::Result<String> {
 
 /// The pointer position as X reports it (`xdotool getmouselocation`).
 pub fn pointer() -> anyhow::Result<(i32, i32)> {
-    let out = cmd("xdotool", &["getmouselocation", "--shell"])?;
+    parse_pointer(&cmd("xdotool", &["getmouselocation", "--shell"])?)
+}
+
+fn parse_pointer(out: &str) -> anyhow::Result<(i32, i32)> {
     let get = |k: &str| -> anyhow::Result<i32> {
         out.lines()
             .find_map(|l| l.strip_prefix(&format!("{k}=")))

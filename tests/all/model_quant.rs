@@ -1,11 +1,9 @@
 //! Quantize-at-load to the K-quants: matrices whose rows fit the 256-value block are
 //! quantized, the others keep their float weights (the documented fallback).
 
-mod model_support;
-
+use crate::model_support::{argmax, cosine, load, max_abs_diff, screen, Golden, Variant};
 use anyhow::{ensure, Result};
 use candle_core::quantized::GgmlDType;
-use model_support::{argmax, cosine, load, max_abs_diff, screen, Golden, Variant};
 use sightline::VisionLanguageModel;
 
 /// K-quants on tiny-b's vision mergers (the only matrices with 256-value rows): minimum

@@ -1,13 +1,11 @@
 //! Broken or mismatched model files give typed errors that name the file or tensor.
 //! Every broken file is written into a temporary directory.
 
-mod model_support;
-
 use std::path::Path;
 
+use crate::model_support::{fixtures, load, max_abs_diff, Variant};
 use anyhow::{anyhow, ensure, Result};
 use candle_core::{DType, Device, Tensor};
-use model_support::{fixtures, load, max_abs_diff, Variant};
 use sightline::model::qwen3_vl::check_tokenizer;
 use sightline::tokenizer::load_tokenizer;
 use sightline::{Error, LoadOptions, ModelSource, Qwen3Vl, Qwen3VlConfig, VisionLanguageModel};

@@ -1,12 +1,10 @@
 //! The constrained decoder on the real model code: the tiny Qwen3-VL fixture, with a real
 //! screenshot in the prompt, sampled 100 times. Every output must be a valid move on screen.
 
-mod decode_support;
-
 use std::path::Path;
 
+use crate::decode_support::{env, ids, view};
 use anyhow::{ensure, Result};
-use decode_support::{env, ids, view};
 use sightline::decode::{
     decode_move, DecodeOptions, Grammar, GrammarEngine, GrammarLimits, GrammarOptions, MoveSpec,
     Sampling,

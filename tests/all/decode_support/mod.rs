@@ -1,8 +1,6 @@
 //! Shared helpers of the decode tests: the real token environment (built once per
 //! test binary), views with chosen elements and capabilities, the scripted model.
 
-#![allow(dead_code)]
-
 pub mod corpus;
 
 use std::path::Path;

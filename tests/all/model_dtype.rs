@@ -1,11 +1,9 @@
 //! Half-precision activations (the CUDA default is bf16) on the CPU, against the
 //! reference goldens. Exercises the dtype handling a GPU build relies on.
 
-mod model_support;
-
+use crate::model_support::{argmax, cosine, fixtures, screen, Golden};
 use anyhow::{ensure, Result};
 use candle_core::{DType, IndexOp};
-use model_support::{argmax, cosine, fixtures, screen, Golden};
 use sightline::{LoadOptions, ModelSource, Qwen3Vl, VisionLanguageModel};
 
 /// bf16/f16 activations: minimum cosine similarity of the last logits row to the

@@ -1,8 +1,6 @@
 //! The `sightline` binary as a user runs it, on the tiny fixture model: `plan`, `verify`,
 //! bad input files, and `run` driving a real (virtual) X server.
 
-mod runner_support;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -137,7 +135,7 @@ fn an_unknown_model_offline_is_a_clear_setup_error() -> Result<()> {
 #[test]
 #[cfg(feature = "desktop")]
 fn run_with_the_tiny_model_ends_with_an_outcome_and_a_complete_trace() -> Result<()> {
-    use runner_support::*;
+    use crate::runner_support::*;
     if !tools_available(&["Xvfb", "xdpyinfo"])? {
         return Ok(());
     }

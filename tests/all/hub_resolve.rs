@@ -2,15 +2,11 @@
 //! errors. No test touches the network: they run offline or against a closed local port.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use sightline::hub::{self, Hub, ModelFiles, ModelSpec};
 use sightline::Error;
-
-/// Tests that set HF_* variables hold this lock (the environment is per process).
-static ENV_LOCK: Mutex<()> = Mutex::new(());
 
 /// An offline failure must be immediate; this bounds "no hang".
 const NO_HANG: Duration = Duration::from_secs(5);
@@ -233,41 +229,44 @@ fn local_paths_resolve_to_the_fixture_gguf_pair_or_checkpoint() -> anyhow::Resul
     Ok(())
 }
 
+/// `sightline plan --model SPEC` with `HF_HOME` = `home` and `HF_HUB_OFFLINE=1` given to the
+/// child process: the error line, and how long the binary took.
+fn offline_resolve_error(spec: &str, home: &Path) -> anyhow::Result<(String, Duration)> {
+    let t0 = Instant::now();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sightline"))
+        .args(["plan", "--model", spec, "--device", "cpu", "goal"])
+        .env("HF_HOME", home)
+        .env("HF_HUB_OFFLINE", "1")
+        .env_remove("HF_ENDPOINT")
+        .output()?;
+    let elapsed = t0.elapsed();
+    anyhow::ensure!(out.status.code() == Some(2), "expected exit 2: {out:?}");
+    Ok((String::from_utf8_lossy(&out.stderr).into_owned(), elapsed))
+}
+
 #[test]
 fn offline_with_an_empty_hf_home_names_the_repo_and_file_without_hanging() -> anyhow::Result<()> {
-    let _env = ENV_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let home = tempfile::tempdir()?;
-    std::env::set_var("HF_HOME", home.path());
-    std::env::set_var("HF_HUB_OFFLINE", "1");
-    let t0 = Instant::now();
-    let result = hub::resolve_model("qwen3-vl-2b");
-    let repo_result = hub::resolve_model("someone/Other-VL-GGUF");
-    std::env::remove_var("HF_HUB_OFFLINE");
-    std::env::remove_var("HF_HOME");
-    assert!(t0.elapsed() < NO_HANG);
-    let Err(Error::Hub { model, reason }) = result else {
-        anyhow::bail!("expected a Hub error, got {result:?}");
-    };
-    assert_eq!(model, "qwen3-vl-2b");
+    let (message, elapsed) = offline_resolve_error("qwen3-vl-2b", home.path())?;
+    assert!(elapsed < NO_HANG, "took {elapsed:?}");
+    assert!(message.contains("error: model qwen3-vl-2b: "), "{message}");
     assert!(
-        reason.contains("Qwen/Qwen3-VL-2B-Instruct-GGUF"),
-        "{reason}"
+        message.contains("Qwen/Qwen3-VL-2B-Instruct-GGUF"),
+        "{message}"
     );
     assert!(
-        reason.contains("Qwen3VL-2B-Instruct-Q4_K_M.gguf"),
-        "{reason}"
+        message.contains("Qwen3VL-2B-Instruct-Q4_K_M.gguf"),
+        "{message}"
     );
-    assert!(reason.contains("HF_HUB_OFFLINE"), "{reason}");
+    assert!(message.contains("HF_HUB_OFFLINE"), "{message}");
     assert!(
-        reason.contains(&home.path().display().to_string()),
-        "{reason}"
+        message.contains(&home.path().display().to_string()),
+        "{message}"
     );
-    let Err(Error::Hub { reason, .. }) = repo_result else {
-        anyhow::bail!("expected a Hub error, got {repo_result:?}");
-    };
+    let (message, _) = offline_resolve_error("someone/Other-VL-GGUF", home.path())?;
     assert!(
-        reason.contains("someone/Other-VL-GGUF") && reason.contains("not in the local cache"),
-        "{reason}"
+        message.contains("someone/Other-VL-GGUF") && message.contains("not in the local cache"),
+        "{message}"
     );
     Ok(())
 }

@@ -1,5 +1,5 @@
 //! A seeded corpus of plausible moves for a view, as the wire JSON serde writes: what
-//! the grammar measurements decode (shared by `tests/decode_measure.rs` and
+//! the grammar measurements decode (shared by `tests/all/decode_measure.rs` and
 //! `benches/grammar.rs`).
 
 use cel_contracts::{NextMove, PlannedAction, Step, StepKind};

@@ -302,7 +302,7 @@ fn rss_kb() -> Result<u64> {
 }
 
 /// 1,000 turns: memory stays flat and the KV cache never holds more than one turn.
-/// Run: `cargo test --test planner_local -- --ignored soak --nocapture`.
+/// Run: `cargo test --test all planner_local:: -- --ignored soak --nocapture`.
 #[test]
 #[ignore = "soak: minutes; run by hand for the issue note"]
 fn soak_a_thousand_turns_keeps_memory_and_cache_flat() -> Result<()> {

@@ -1,13 +1,11 @@
 //! Property test: with seeded random logits, every decoded move parses, targets only
 //! what is on screen, has 1–5 steps and uses no action the runtime cannot execute.
 
-mod decode_support;
-
 use std::collections::HashSet;
 
+use crate::decode_support::{env, ids, scripted, view};
 use anyhow::{bail, ensure, Context, Result};
 use cel_contracts::{NextMove, PlannedAction};
-use decode_support::{env, ids, scripted, view};
 use sightline::decode::{
     decode_move, parse_coordinate_target, ActionKind, DecodeOptions, Grammar, GrammarEngine,
     GrammarLimits, GrammarOptions, MoveSpec,

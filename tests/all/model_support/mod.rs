@@ -1,5 +1,4 @@
 //! Shared helpers for the model tests: fixture paths, goldens, comparisons.
-#![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::path::PathBuf;

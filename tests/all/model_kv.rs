@@ -1,10 +1,8 @@
 //! KV-cache reuse, truncation, batched decode and feed misuse on the tiny fixtures.
 
-mod model_support;
-
+use crate::model_support::{load, max_abs, max_abs_diff, screen, Golden, Variant};
 use anyhow::{ensure, Result};
 use candle_core::{IndexOp, Tensor};
-use model_support::{load, max_abs, max_abs_diff, screen, Golden, Variant};
 use sightline::{Qwen3Vl, VisionLanguageModel};
 
 /// Cached and uncached computations of the same logits: max |Δ| relative to the row's

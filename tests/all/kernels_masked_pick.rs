@@ -295,7 +295,7 @@ fn metal_kernel_matches_the_reference() -> Result<()> {
 }
 
 /// Side-by-side timing on the host (ignored by default; run with
-/// `cargo test --release --test kernels_masked_pick -- --ignored --nocapture`): the
+/// `cargo test --release --test all kernels_masked_pick:: -- --ignored --nocapture`): the
 /// reference against what the CPU sampler did before it, for dense masks (copy the
 /// row, set masked logits to -inf, candle's argmax) and sparse ones (visit the set
 /// bits of a `SimpleVob`), on Qwen-width rows.

@@ -3,9 +3,7 @@
 //! assertion: it catches pathologies (a step that copies the cache, a per-token
 //! allocation that grows with the context). Ignored by default:
 //!
-//! `cargo test --release --test model_speed -- --ignored --nocapture`
-
-mod model_support;
+//! `cargo test --release --test all model_speed:: -- --ignored --nocapture`
 
 use std::collections::HashMap;
 use std::time::Instant;

@@ -3,15 +3,15 @@
 //! reference goldens (models/fixtures/tiny-*/golden, chat-templated prompts made by
 //! models/scripts/make_tiny_models.py).
 
-mod model_support;
+use crate::model_support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::model_support::{fixtures, load, Golden, Variant};
 use anyhow::{ensure, Context, Result};
 use candle_core::{DType, Device, Tensor};
-use model_support::{fixtures, load, Golden, Variant};
 use sightline::generate::{ChatGenerator, ChatRequest, GenerateOptions, StopReason, TextStream};
 use sightline::image::PreprocessConfig;
 use sightline::{EncodedImage, ModelSource, PreprocessedImage, VisionLanguageModel};

@@ -10,8 +10,9 @@
 //! the case's temporary root (snapshotted before and after). Pure checks (many variations of
 //! the same class) call the library directly; every class goes through the CLI at least once.
 //!
-//! A separate test binary: the children get their own `HF_HOME`, `HF_ENDPOINT` and `DISPLAY`,
-//! and one Xvfb serves the gate cases. The count by class is printed at the end.
+//! The children get their own `HOME`, `HF_HOME`, `HF_ENDPOINT` and `DISPLAY` (the test
+//! process's environment is never changed), and one private Xvfb serves the gate cases. The
+//! count by class is printed at the end (`cargo test --test all hostile:: -- --nocapture`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
@@ -159,7 +160,10 @@ fn judge(case: &CliCase, o: &Outcome) -> Option<String> {
         return fail("panicked".into());
     }
     if o.peak_rss_mb > MAX_RSS_MB {
-        return fail(format!("peak RSS {} MB over {MAX_RSS_MB} MB", o.peak_rss_mb));
+        return fail(format!(
+            "peak RSS {} MB over {MAX_RSS_MB} MB",
+            o.peak_rss_mb
+        ));
     }
     let errors: Vec<&str> = o
         .stderr
@@ -313,7 +317,15 @@ fn forged_ggufs() -> Vec<(String, Vec<u8>, &'static str)> {
     g.tensor("a", 16, u64::MAX - 8);
     v.push(("offset_overflow".into(), g.pad_to(32, 64), "outside"));
     let mut g = Gguf::header(1, 0);
-    g.str("a").u32(5).u64(1).u64(1).u64(1).u64(1).u64(1).u32(0).u64(0);
+    g.str("a")
+        .u32(5)
+        .u64(1)
+        .u64(1)
+        .u64(1)
+        .u64(1)
+        .u64(1)
+        .u32(0)
+        .u64(0);
     v.push(("five_dims".into(), g.pad_to(32, 64), "dimensions"));
     let mut g = Gguf::header(1, 0);
     g.str("a").u32(1).u64(16).u32(99).u64(0);
@@ -352,7 +364,10 @@ fn forged_safetensors() -> Vec<(String, Vec<u8>, &'static str)> {
     let mut v = vec![
         (
             "overlap".to_string(),
-            safetensors_file(&format!("{{{},{}}}", t("a", 0, 16, 4), t("b", 8, 24, 4)), 24),
+            safetensors_file(
+                &format!("{{{},{}}}", t("a", 0, 16, 4), t("b", 8, 24, 4)),
+                24,
+            ),
             "overlap",
         ),
         (
@@ -372,7 +387,10 @@ fn forged_safetensors() -> Vec<(String, Vec<u8>, &'static str)> {
         ),
         (
             "bad_dtype".to_string(),
-            safetensors_file(r#"{"a":{"dtype":"F99","shape":[1],"data_offsets":[0,4]}}"#, 4),
+            safetensors_file(
+                r#"{"a":{"dtype":"F99","shape":[1],"data_offsets":[0,4]}}"#,
+                4,
+            ),
             "dtype",
         ),
         (
@@ -419,7 +437,11 @@ fn crc32(bytes: &[u8]) -> u32 {
     for &b in bytes {
         crc ^= u32::from(b);
         for _ in 0..8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
         }
     }
     !crc
@@ -459,16 +481,28 @@ fn bad_images() -> Result<Vec<(String, Vec<u8>, &'static str)>> {
         (1, 200_000_000, 0, 8),
         (16_000, 16_000, 6, 8),
     ] {
-        v.push((format!("bomb_{w}x{h}_c{color}_d{depth}"), png_bomb(w, h, color, depth)?, "image"));
+        v.push((
+            format!("bomb_{w}x{h}_c{color}_d{depth}"),
+            png_bomb(w, h, color, depth)?,
+            "image",
+        ));
     }
     v.push(("zero_width".into(), png_bomb(0, 10, 2, 8)?, "image"));
     let good = grey16_png(&[0x8000; 64], 8)?;
     for cut in [8usize, 20, 33, 40, good.len() - 5] {
         v.push((format!("truncated_at_{cut}"), good[..cut].to_vec(), "image"));
     }
-    v.push(("gif".into(), b"GIF89a\x01\x00\x01\x00\x00\x00\x00;".to_vec(), "image"));
+    v.push((
+        "gif".into(),
+        b"GIF89a\x01\x00\x01\x00\x00\x00\x00;".to_vec(),
+        "image",
+    ));
     v.push(("garbage".into(), vec![0x42; 100], "image"));
-    v.push(("jpeg_header_only".into(), vec![0xFF, 0xD8, 0xFF, 0xE0, 0, 16], "image"));
+    v.push((
+        "jpeg_header_only".into(),
+        vec![0xFF, 0xD8, 0xFF, 0xE0, 0, 16],
+        "image",
+    ));
     v.push(("empty".into(), Vec::new(), "image"));
     Ok(v)
 }
@@ -481,7 +515,11 @@ fn odd_json() -> Vec<(String, Vec<u8>, bool)> {
     vec![
         ("deep_nesting_100k".into(), deep(100_000), false),
         ("deep_nesting_1k".into(), deep(1_000), false),
-        ("deep_objects".into(), "{\"a\":".repeat(5_000).into_bytes(), false),
+        (
+            "deep_objects".into(),
+            "{\"a\":".repeat(5_000).into_bytes(),
+            false,
+        ),
         ("nan_literal".into(), b"{\"x\": NaN}".to_vec(), false),
         ("infinity_literal".into(), b"[Infinity]".to_vec(), false),
         ("truncated".into(), b"{\"elements\": [".to_vec(), false),
@@ -490,11 +528,23 @@ fn odd_json() -> Vec<(String, Vec<u8>, bool)> {
         ("bom".into(), b"\xEF\xBB\xBF{}".to_vec(), false),
         ("trailing_garbage".into(), b"{} {}".to_vec(), false),
         ("nul_bytes".into(), vec![0u8; 64], false),
-        ("huge_number".into(), format!("[1{}]", "0".repeat(400)).into_bytes(), false),
-        ("over_size_limit".into(), format!("\"{}\"", "a".repeat(70 << 20)).into_bytes(), false),
+        (
+            "huge_number".into(),
+            format!("[1{}]", "0".repeat(400)).into_bytes(),
+            false,
+        ),
+        (
+            "over_size_limit".into(),
+            format!("\"{}\"", "a".repeat(70 << 20)).into_bytes(),
+            false,
+        ),
         ("wrong_type_number".into(), b"5".to_vec(), true),
         ("wrong_type_string".into(), b"\"a view\"".to_vec(), true),
-        ("wrong_type_object".into(), b"{\"elements\": 5, \"screen\": []}".to_vec(), true),
+        (
+            "wrong_type_object".into(),
+            b"{\"elements\": 5, \"screen\": []}".to_vec(),
+            true,
+        ),
     ]
 }
 
@@ -545,14 +595,19 @@ fn serve(mut stream: std::net::TcpStream, outside: &Path) -> Result<()> {
         format!("{{\"siblings\":[{}]}}", siblings.join(","))
     };
     let good_listing = listing(&["model-Q8_0.gguf", "mmproj-F16.gguf"]);
-    let (status, headers, body): (&str, Vec<(String, String)>, String) = if path.starts_with("/api/") {
+    let (status, headers, body): (&str, Vec<(String, String)>, String) = if path
+        .starts_with("/api/")
+    {
         let body = match scenario.as_str() {
             "list-traversal" => listing(&["../../../pwned-Q8_0.gguf", "mmproj-F16.gguf"]),
             "list-absolute" => listing(&[&format!("{outside_abs}-Q8_0.gguf"), "mmproj-F16.gguf"]),
             "list-backslash" => listing(&["..\\..\\pwned-Q8_0.gguf", "mmproj-F16.gguf"]),
             "list-nul" => listing(&["a\u{0}-Q8_0.gguf", "mmproj-F16.gguf"]),
             "list-dot" => listing(&["./x/../../y-Q8_0.gguf", "mmproj-F16.gguf"]),
-            "list-long" => listing(&[&format!("{}-Q8_0.gguf", "a".repeat(5000)), "mmproj-F16.gguf"]),
+            "list-long" => listing(&[
+                &format!("{}-Q8_0.gguf", "a".repeat(5000)),
+                "mmproj-F16.gguf",
+            ]),
             "list-not-json" => "<html>".to_string(),
             "list-wrong-type" => "{\"siblings\": 5}".to_string(),
             _ => good_listing,
@@ -583,7 +638,10 @@ fn serve(mut stream: std::net::TcpStream, outside: &Path) -> Result<()> {
         h.push(("etag".to_string(), etag));
         ("200 OK", h, "GGUF".to_string())
     };
-    let mut resp = format!("HTTP/1.1 {status}\r\nconnection: close\r\ncontent-length: {}\r\n", body.len());
+    let mut resp = format!(
+        "HTTP/1.1 {status}\r\nconnection: close\r\ncontent-length: {}\r\n",
+        body.len()
+    );
     for (k, v) in headers {
         resp.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -697,37 +755,80 @@ fn gate_replays() -> Vec<(String, String, bool)> {
         if c.contains('\u{0430}') {
             continue;
         }
-        v.push((c.to_string(), replay_line("clean up", &[typed(c), enter.clone()]), true));
+        v.push((
+            c.to_string(),
+            replay_line("clean up", &[typed(c), enter.clone()]),
+            true,
+        ));
     }
     // rm -rf typed across two steps, and across three.
     v.push((
         "split rm -rf".into(),
-        replay_line("clean up", &[typed("rm "), typed("-rf ~/docs"), enter.clone()]),
+        replay_line(
+            "clean up",
+            &[typed("rm "), typed("-rf ~/docs"), enter.clone()],
+        ),
         true,
     ));
     v.push((
         "split r|m".into(),
-        replay_line("clean up", &[typed("r"), typed("m -rf ~/docs"), enter.clone()]),
+        replay_line(
+            "clean up",
+            &[typed("r"), typed("m -rf ~/docs"), enter.clone()],
+        ),
         true,
     ));
-    for chord in ["alt+f4+x", "ctrl+w+a", "ctrl+q", "x+alt+F4", "ctrl+shift+w", "super+q"] {
-        v.push((format!("chord {chord}"), replay_line("tidy", &[key(chord)]), true));
+    for chord in [
+        "alt+f4+x",
+        "ctrl+w+a",
+        "ctrl+q",
+        "x+alt+F4",
+        "ctrl+shift+w",
+        "super+q",
+    ] {
+        v.push((
+            format!("chord {chord}"),
+            replay_line("tidy", &[key(chord)]),
+            true,
+        ));
     }
-    for purpose in ["'Delete", "\"Delete\"", "Click D\u{0435}lete", "", "Ｄｅｌｅｔｅ the file"] {
+    for purpose in [
+        "'Delete",
+        "\"Delete\"",
+        "Click D\u{0435}lete",
+        "",
+        "Ｄｅｌｅｔｅ the file",
+    ] {
         let step = serde_json::json!({"purpose": purpose, "action": {"type": "click", "target_id": "xy:500,500"}});
         let line = serde_json::json!({"kind": "batch", "purpose": "", "steps": [step]}).to_string();
         v.push((format!("click {purpose:?}"), line, true));
     }
     // Harmless controls.
-    v.push(("echo hello".into(), replay_line("say hello", &[typed("echo hello"), enter.clone()]), false));
-    v.push(("ls -la".into(), replay_line("list", &[typed("ls -la"), enter.clone()]), false));
-    v.push(("echo >> log".into(), replay_line("append", &[typed("echo ok >> log.txt"), enter.clone()]), false));
+    v.push((
+        "echo hello".into(),
+        replay_line("say hello", &[typed("echo hello"), enter.clone()]),
+        false,
+    ));
+    v.push((
+        "ls -la".into(),
+        replay_line("list", &[typed("ls -la"), enter.clone()]),
+        false,
+    ));
+    v.push((
+        "echo >> log".into(),
+        replay_line("append", &[typed("echo ok >> log.txt"), enter.clone()]),
+        false,
+    ));
     v.push((
         "click price".into(),
         serde_json::json!({"kind": "batch", "purpose": "read", "steps": [{"purpose": "Read the price of the first item", "action": {"type": "click", "target_id": "xy:500,500"}}]}).to_string(),
         false,
     ));
-    v.push(("ctrl+s".into(), replay_line("save", &[key("ctrl+s")]), false));
+    v.push((
+        "ctrl+s".into(),
+        replay_line("save", &[key("ctrl+s")]),
+        false,
+    ));
     v
 }
 
@@ -770,8 +871,25 @@ const CLARIFY_CONTROLS: &[&str] = &[
 
 /// Library-level variations: verbs × polite forms × spellings.
 fn clarify_variations() -> Vec<String> {
-    let verbs = ["delete", "erase", "wipe", "destroy", "shred", "remove", "uninstall", "purge"];
-    let openers = ["", "please ", "Could you ", "Can you ", "Kindly ", "Now ", "Then "];
+    let verbs = [
+        "delete",
+        "erase",
+        "wipe",
+        "destroy",
+        "shred",
+        "remove",
+        "uninstall",
+        "purge",
+    ];
+    let openers = [
+        "",
+        "please ",
+        "Could you ",
+        "Can you ",
+        "Kindly ",
+        "Now ",
+        "Then ",
+    ];
     let mut out = Vec::new();
     for verb in verbs {
         for opener in openers {
@@ -834,7 +952,10 @@ fn hostile_inputs_fail_cleanly_refuse_or_act_as_documented() -> Result<()> {
     let fifo = cases_dir.join("a.fifo");
     let cfifo = std::ffi::CString::new(s(&fifo))?;
     // SAFETY: a valid NUL-terminated path.
-    anyhow::ensure!(unsafe { libc::mkfifo(cfifo.as_ptr(), 0o600) } == 0, "mkfifo");
+    anyhow::ensure!(
+        unsafe { libc::mkfifo(cfifo.as_ptr(), 0o600) } == 0,
+        "mkfifo"
+    );
     let link_fifo = cases_dir.join("link-to-fifo.json");
     std::os::unix::fs::symlink(&fifo, &link_fifo)?;
     let link_zero = cases_dir.join("link-to-zero.json");
@@ -928,8 +1049,14 @@ fn hostile_inputs_fail_cleanly_refuse_or_act_as_documented() -> Result<()> {
         std::fs::create_dir_all(&dir)?;
         let text = dir.join("forged-Q8_0.gguf");
         std::fs::write(&text, &bytes)?;
-        std::fs::copy(tiny.join("mmproj-tiny-b-q8_0.gguf"), dir.join("mmproj-tiny-b-q8_0.gguf"))?;
-        std::fs::copy(tiny.join("tokenizer.json.gz"), dir.join("tokenizer.json.gz"))?;
+        std::fs::copy(
+            tiny.join("mmproj-tiny-b-q8_0.gguf"),
+            dir.join("mmproj-tiny-b-q8_0.gguf"),
+        )?;
+        std::fs::copy(
+            tiny.join("tokenizer.json.gz"),
+            dir.join("tokenizer.json.gz"),
+        )?;
         let _ = needle;
         case(
             "gguf",
@@ -947,14 +1074,20 @@ fn hostile_inputs_fail_cleanly_refuse_or_act_as_documented() -> Result<()> {
     // A real 64 MB metadata array (64M one-byte elements): refused from the header.
     {
         let mut g = Gguf::header(0, 1);
-        g.str("tokenizer.ggml.token_type").u32(9).u32(0).u64(64 << 20);
+        g.str("tokenizer.ggml.token_type")
+            .u32(9)
+            .u32(0)
+            .u64(64 << 20);
         let mut bytes = g.bytes;
         bytes.extend(std::iter::repeat_n(1u8, 64 << 20));
         let dir = cases_dir.join("gguf-64mb-array");
         std::fs::create_dir_all(&dir)?;
         let text = dir.join("forged-Q8_0.gguf");
         std::fs::write(&text, &bytes)?;
-        std::fs::copy(tiny.join("mmproj-tiny-b-q8_0.gguf"), dir.join("mmproj-tiny-b-q8_0.gguf"))?;
+        std::fs::copy(
+            tiny.join("mmproj-tiny-b-q8_0.gguf"),
+            dir.join("mmproj-tiny-b-q8_0.gguf"),
+        )?;
         case(
             "gguf",
             "64 MB metadata array".into(),
@@ -970,7 +1103,10 @@ fn hostile_inputs_fail_cleanly_refuse_or_act_as_documented() -> Result<()> {
         let c = std::ffi::CString::new(s(&text))?;
         // SAFETY: a valid NUL-terminated path.
         anyhow::ensure!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) } == 0, "mkfifo");
-        std::fs::copy(tiny.join("mmproj-tiny-b-q8_0.gguf"), dir.join("mmproj-tiny-b-q8_0.gguf"))?;
+        std::fs::copy(
+            tiny.join("mmproj-tiny-b-q8_0.gguf"),
+            dir.join("mmproj-tiny-b-q8_0.gguf"),
+        )?;
         case(
             "gguf",
             "model file is a FIFO".into(),
@@ -984,7 +1120,10 @@ fn hostile_inputs_fail_cleanly_refuse_or_act_as_documented() -> Result<()> {
         let dir = cases_dir.join(format!("st-{name}"));
         std::fs::create_dir_all(&dir)?;
         std::fs::copy(tiny.join("config.json"), dir.join("config.json"))?;
-        std::fs::copy(tiny.join("tokenizer.json.gz"), dir.join("tokenizer.json.gz"))?;
+        std::fs::copy(
+            tiny.join("tokenizer.json.gz"),
+            dir.join("tokenizer.json.gz"),
+        )?;
         let weights = dir.join("model.safetensors");
         std::fs::write(&weights, &bytes)?;
         case(
@@ -1008,7 +1147,10 @@ fn hostile_inputs_fail_cleanly_refuse_or_act_as_documented() -> Result<()> {
         let dir = cases_dir.join("tokenizer-bomb");
         std::fs::create_dir_all(&dir)?;
         std::fs::copy(tiny.join("config.json"), dir.join("config.json"))?;
-        std::fs::copy(tiny.join("model.safetensors"), dir.join("model.safetensors"))?;
+        std::fs::copy(
+            tiny.join("model.safetensors"),
+            dir.join("model.safetensors"),
+        )?;
         std::fs::write(dir.join("tokenizer.json.gz"), &bomb)?;
         case(
             "tokenizer",
@@ -1032,14 +1174,40 @@ fn hostile_inputs_fail_cleanly_refuse_or_act_as_documented() -> Result<()> {
         let assigned = format!("{flag}={value}");
         let mut args = vec!["plan", &assigned, "--seed", "1", "hi"];
         if flag == "--top-p" {
-            args = vec!["plan", "--temperature", "0.7", &assigned, "--seed", "1", "hi"];
+            args = vec![
+                "plan",
+                "--temperature",
+                "0.7",
+                &assigned,
+                "--seed",
+                "1",
+                "hi",
+            ];
         }
-        case("numbers", format!("plan {flag} {value}"), os(&args), Expect::Error(needle.into()));
+        case(
+            "numbers",
+            format!("plan {flag} {value}"),
+            os(&args),
+            Expect::Error(needle.into()),
+        );
         let mut gargs = vec!["generate", &assigned, "--seed", "1", "hi"];
         if flag == "--top-p" {
-            gargs = vec!["generate", "--temperature", "0.7", &assigned, "--seed", "1", "hi"];
+            gargs = vec![
+                "generate",
+                "--temperature",
+                "0.7",
+                &assigned,
+                "--seed",
+                "1",
+                "hi",
+            ];
         }
-        case("numbers", format!("generate {flag} {value}"), os(&gargs), Expect::Error(flag.into()));
+        case(
+            "numbers",
+            format!("generate {flag} {value}"),
+            os(&gargs),
+            Expect::Error(flag.into()),
+        );
     }
     for value in ["0", "18014398509481985", "-3", "1000001", "abc"] {
         for cmd in ["plan", "generate"] {
@@ -1056,11 +1224,24 @@ fn hostile_inputs_fail_cleanly_refuse_or_act_as_documented() -> Result<()> {
     let target = file("precious.txt", b"precious")?;
     let link = cases_dir.join("dump-link.safetensors");
     std::os::unix::fs::symlink(&target, &link)?;
-    for p in [link.clone(), fifo.clone(), PathBuf::from("/dev/null"), cases_dir.clone(), cases_dir.join("no/such/dir/x")] {
+    for p in [
+        link.clone(),
+        fifo.clone(),
+        PathBuf::from("/dev/null"),
+        cases_dir.clone(),
+        cases_dir.join("no/such/dir/x"),
+    ] {
         case(
             "dump-logits",
             format!("--dump-logits {}", p.display()),
-            os(&["generate", "--dump-logits", &s(&p), "--model", &s(&tiny), "hi"]),
+            os(&[
+                "generate",
+                "--dump-logits",
+                &s(&p),
+                "--model",
+                &s(&tiny),
+                "hi",
+            ]),
             Expect::Error(s(&p)),
         );
     }
@@ -1167,7 +1348,10 @@ fn hostile_inputs_fail_cleanly_refuse_or_act_as_documented() -> Result<()> {
         // SAFETY: a valid NUL-terminated path.
         anyhow::ensure!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) } == 0, "mkfifo");
     }
-    for (name, target) in [("snapshot-escape", outside.join("secret-Q8_0.gguf")), ("snapshot-fifo", fifo.clone())] {
+    for (name, target) in [
+        ("snapshot-escape", outside.join("secret-Q8_0.gguf")),
+        ("snapshot-fifo", fifo.clone()),
+    ] {
         let d = mk(name, GOOD_COMMIT.as_bytes())?;
         let snap = d.join("snapshots").join(GOOD_COMMIT);
         std::fs::create_dir_all(&snap)?;
@@ -1180,7 +1364,15 @@ fn hostile_inputs_fail_cleanly_refuse_or_act_as_documented() -> Result<()> {
         std::fs::create_dir_all(d.join("snapshots"))?;
         std::os::unix::fs::symlink(&outside, d.join("snapshots").join(GOOD_COMMIT))?;
     }
-    for name in ["refs-traversal", "refs-absolute", "refs-huge", "refs-fifo", "snapshot-escape", "snapshot-fifo", "snapshot-dir-link"] {
+    for name in [
+        "refs-traversal",
+        "refs-absolute",
+        "refs-huge",
+        "refs-fifo",
+        "snapshot-escape",
+        "snapshot-fifo",
+        "snapshot-dir-link",
+    ] {
         cli.push(CliCase {
             class: "hub-cache",
             name: name.to_string(),
@@ -1194,13 +1386,26 @@ fn hostile_inputs_fail_cleanly_refuse_or_act_as_documented() -> Result<()> {
     let xvfb = start_xvfb()?;
     if let Some(x) = &xvfb {
         for (i, (name, line, refused)) in gate_replays().into_iter().enumerate() {
-            let p = file(&format!("gate-{i}.jsonl"), format!("{line}\n{{\"kind\":\"done\",\"summary\":\"ok\"}}\n").as_bytes())?;
+            let p = file(
+                &format!("gate-{i}.jsonl"),
+                format!("{line}\n{{\"kind\":\"done\",\"summary\":\"ok\"}}\n").as_bytes(),
+            )?;
             cli.push(CliCase {
                 class: "gate",
                 name,
-                args: os(&["run", "--dry-run", "--replay", &s(&p), "tidy up the home folder"]),
+                args: os(&[
+                    "run",
+                    "--dry-run",
+                    "--replay",
+                    &s(&p),
+                    "tidy up the home folder",
+                ]),
                 env: vec![("DISPLAY".into(), x.1.clone().into())],
-                expect: if refused { Expect::Refused } else { Expect::Ok("succeeded".into()) },
+                expect: if refused {
+                    Expect::Refused
+                } else {
+                    Expect::Ok("succeeded".into())
+                },
             });
         }
     }
@@ -1222,7 +1427,10 @@ fn hostile_inputs_fail_cleanly_refuse_or_act_as_documented() -> Result<()> {
                 let mut outcome = run_child(&c.args, &env, &work);
                 // Xvfb sometimes resets a client's first connection under load: an
                 // environment hiccup, not the behaviour under test; try that case once more.
-                if outcome.as_ref().is_ok_and(|o| o.stderr.contains("backend unavailable")) {
+                if outcome
+                    .as_ref()
+                    .is_ok_and(|o| o.stderr.contains("backend unavailable"))
+                {
                     outcome = run_child(&c.args, &env, &work);
                 }
                 let verdict = match outcome {
@@ -1245,7 +1453,11 @@ fn hostile_inputs_fail_cleanly_refuse_or_act_as_documented() -> Result<()> {
         failures.push(format!("[fs] created outside the cache: {}", p.display()));
     }
     // Nothing the mirror named outside HF_HOME may exist.
-    for p in [outside.join("pwned"), root.join("pwned"), root.join("pwned-Q8_0.gguf")] {
+    for p in [
+        outside.join("pwned"),
+        root.join("pwned"),
+        root.join("pwned-Q8_0.gguf"),
+    ] {
         if p.symlink_metadata().is_ok() {
             failures.push(format!("[fs] the mirror wrote {}", p.display()));
         }
@@ -1270,7 +1482,9 @@ fn hostile_inputs_fail_cleanly_refuse_or_act_as_documented() -> Result<()> {
         }
         tally.add("gguf", 1);
     }
-    anyhow::ensure!(sightline::model::file_checks::check_gguf(&tiny.join("tiny-b-q8_0.gguf")).is_ok());
+    anyhow::ensure!(
+        sightline::model::file_checks::check_gguf(&tiny.join("tiny-b-q8_0.gguf")).is_ok()
+    );
     for (name, bytes, needle) in forged_safetensors() {
         let p = file(&format!("lib-{name}.safetensors"), &bytes)?;
         match sightline::model::file_checks::check_safetensors(&p) {
@@ -1279,7 +1493,10 @@ fn hostile_inputs_fail_cleanly_refuse_or_act_as_documented() -> Result<()> {
         }
         tally.add("safetensors", 1);
     }
-    anyhow::ensure!(sightline::model::file_checks::check_safetensors(&tiny.join("model.safetensors")).is_ok());
+    anyhow::ensure!(sightline::model::file_checks::check_safetensors(
+        &tiny.join("model.safetensors")
+    )
+    .is_ok());
     for (name, bytes, _) in bad_images()? {
         if sightline::image::decode_rgb(&bytes, &sightline::image::InputLimits::default()).is_ok() {
             failures.push(format!("[image-lib] {name} accepted"));
@@ -1288,7 +1505,10 @@ fn hostile_inputs_fail_cleanly_refuse_or_act_as_documented() -> Result<()> {
     }
     // 16-bit grey is scaled (high byte), not clipped to white.
     for v in [0x0000u16, 0x00FF, 0x1234, 0x8000, 0xFFFF] {
-        let rgb = sightline::image::decode_rgb(&grey16_png(&[v; 4], 2)?, &sightline::image::InputLimits::default())?;
+        let rgb = sightline::image::decode_rgb(
+            &grey16_png(&[v; 4], 2)?,
+            &sightline::image::InputLimits::default(),
+        )?;
         if rgb.as_raw()[0] != (v >> 8) as u8 {
             failures.push(format!("[image-lib] grey16 {v:#06x} → {}", rgb.as_raw()[0]));
         }
@@ -1299,7 +1519,11 @@ fn hostile_inputs_fail_cleanly_refuse_or_act_as_documented() -> Result<()> {
         failures.push("[tokenizer-lib] gzip bomb accepted".into());
     }
     tally.add("tokenizer", 1);
-    for w in CLARIFY_WORDINGS.iter().map(|s| s.to_string()).chain(clarify_variations()) {
+    for w in CLARIFY_WORDINGS
+        .iter()
+        .map(|s| s.to_string())
+        .chain(clarify_variations())
+    {
         let view = sightline::view::empty_view(&w);
         if sightline::planner::clarify::clarify_question(&w, &view).is_none() {
             failures.push(format!("[clarify-lib] {w:?} did not clarify"));
@@ -1323,9 +1547,16 @@ fn hostile_inputs_fail_cleanly_refuse_or_act_as_documented() -> Result<()> {
         eprintln!("  {class:<14} {n}");
     }
     if !failures.is_empty() {
-        bail!("{} of {total} cases failed:\n{}", failures.len(), failures.join("\n"));
+        bail!(
+            "{} of {total} cases failed:\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
     }
-    anyhow::ensure!(total >= MIN_CASES, "only {total} cases, expected at least {MIN_CASES}");
+    anyhow::ensure!(
+        total >= MIN_CASES,
+        "only {total} cases, expected at least {MIN_CASES}"
+    );
     Ok(())
 }
 
@@ -1339,8 +1570,15 @@ fn gate_library_cases(failures: &mut Vec<String>, tally: &Tally) {
         kind: Default::default(),
         action,
     };
-    let ty = |t: &str| step(PlannedAction::Type { target_id: None, text: t.into() });
-    let enter = step(PlannedAction::Key { key: "Return".into() });
+    let ty = |t: &str| {
+        step(PlannedAction::Type {
+            target_id: None,
+            text: t.into(),
+        })
+    };
+    let enter = step(PlannedAction::Key {
+        key: "Return".into(),
+    });
     let targets = ["~/docs", "/", "notes.txt", "*"];
     let forms = [
         "rm -rf {}",
@@ -1363,33 +1601,52 @@ fn gate_library_cases(failures: &mut Vec<String>, tally: &Tally) {
         for t in targets {
             let cmd = form.replace("{}", t);
             let steps = vec![ty(&cmd), enter.clone()];
-            if (0..steps.len()).all(|i| check_batch_step("tidy up", "", &steps, i, &view).is_none()) {
+            if (0..steps.len()).all(|i| check_batch_step("tidy up", "", &steps, i, &view).is_none())
+            {
                 failures.push(format!("[gate-lib] {cmd:?} passed"));
             }
             // Split anywhere across two steps.
             let mid = cmd.len() / 2;
             if cmd.is_char_boundary(mid) {
                 let steps = vec![ty(&cmd[..mid]), ty(&cmd[mid..]), enter.clone()];
-                if (0..steps.len()).all(|i| check_batch_step("tidy up", "", &steps, i, &view).is_none()) {
+                if (0..steps.len())
+                    .all(|i| check_batch_step("tidy up", "", &steps, i, &view).is_none())
+                {
                     failures.push(format!("[gate-lib] split {cmd:?} passed"));
                 }
                 tally.add("gate", 1);
             }
             // Not confirmed: a negated confirmation still refuses.
             if check_batch_step("delete it, not confirmed", "", &steps, 0, &view).is_none() {
-                failures.push(format!("[gate-lib] {cmd:?} passed on a negated confirmation"));
+                failures.push(format!(
+                    "[gate-lib] {cmd:?} passed on a negated confirmation"
+                ));
             }
             tally.add("gate", 2);
         }
     }
-    for chord in ["alt+f4", "alt+f4+x", "ctrl+w+a", "ctrl+q", "super+w", "shift+delete", "ctrl+alt+q"] {
+    for chord in [
+        "alt+f4",
+        "alt+f4+x",
+        "ctrl+w+a",
+        "ctrl+q",
+        "super+w",
+        "shift+delete",
+        "ctrl+alt+q",
+    ] {
         let steps = vec![step(PlannedAction::Key { key: chord.into() })];
         if check_batch_step("tidy up", "", &steps, 0, &view).is_none() {
             failures.push(format!("[gate-lib] chord {chord} passed"));
         }
         tally.add("gate", 1);
     }
-    for harmless in ["echo hello", "ls -la", "cat notes.txt", "git status", "echo ok >> log"] {
+    for harmless in [
+        "echo hello",
+        "ls -la",
+        "cat notes.txt",
+        "git status",
+        "echo ok >> log",
+    ] {
         let steps = vec![ty(harmless), enter.clone()];
         if (0..steps.len()).any(|i| check_batch_step("tidy up", "", &steps, i, &view).is_some()) {
             failures.push(format!("[gate-lib] harmless {harmless:?} refused"));
@@ -1400,9 +1657,21 @@ fn gate_library_cases(failures: &mut Vec<String>, tally: &Tally) {
 
 /// The Hub name checks through the library.
 fn hub_name_cases(failures: &mut Vec<String>, tally: &Tally) {
-    use sightline::hub_paths::{check_commit, check_file_name, check_repo_id, check_revision, clean_etag};
+    use sightline::hub_paths::{
+        check_commit, check_file_name, check_repo_id, check_revision, clean_etag,
+    };
     let bad_names = [
-        "../x", "a/../../b", "/etc/passwd", "a\\b", "a\0b", "a\nb", "", ".", "..", "a//b", "c:evil",
+        "../x",
+        "a/../../b",
+        "/etc/passwd",
+        "a\\b",
+        "a\0b",
+        "a\nb",
+        "",
+        ".",
+        "..",
+        "a//b",
+        "c:evil",
     ];
     for n in bad_names {
         if check_file_name(n).is_ok() {

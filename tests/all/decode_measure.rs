@@ -1,5 +1,5 @@
 //! Grammar measurements with the real Qwen vocabulary (ignored by default; run with
-//! `cargo test --release --test decode_measure -- --ignored --nocapture`):
+//! `cargo test --release --test all decode_measure:: -- --ignored --nocapture`):
 //! compile time per view (0 / 50 / 500 elements), mask time p50 / p99 / max and the
 //! share of forced tokens over a corpus of generated moves, for the Lark grammar
 //! (token-bounded strings) and the JSON schema (`maxLength` strings), and the grammar
@@ -9,15 +9,13 @@
 //! mask time is zero, as in the decode loop) and per computed mask (free positions
 //! only).
 
-mod decode_support;
-
 use std::time::{Duration, Instant};
 
+use crate::decode_support::corpus::corpus;
+use crate::decode_support::{env, ids, steered, view};
 use anyhow::{ensure, Result};
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
-use decode_support::corpus::corpus;
-use decode_support::{env, ids, steered, view};
 use sightline::decode::{
     decode_move, DecodeOptions, Grammar, GrammarEngine, GrammarOptions, MoveSpec,
 };

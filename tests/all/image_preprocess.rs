@@ -191,7 +191,11 @@ fn pixel_formats_convert_to_rgb_like_pillow() -> Result<()> {
         if name == "gray16" {
             // Pillow clips 16-bit grey at 255; Sightline scales (takes the high byte).
             let grey = image::load_from_memory(&png)?.into_luma16();
-            let scaled: Vec<u8> = grey.as_raw().iter().flat_map(|&v| [(v >> 8) as u8; 3]).collect();
+            let scaled: Vec<u8> = grey
+                .as_raw()
+                .iter()
+                .flat_map(|&v| [(v >> 8) as u8; 3])
+                .collect();
             want = image::RgbImage::from_raw(grey.width(), grey.height(), scaled)
                 .ok_or_else(|| anyhow::anyhow!("gray16 size"))?;
         }

@@ -2,15 +2,13 @@
 //!
 //! Run with `--nocapture` to see the measured errors.
 
-mod model_support;
-
-use anyhow::{ensure, Result};
-use candle_core::quantized::GgmlDType;
-use candle_core::{DType, IndexOp, Tensor};
-use model_support::{
+use crate::model_support::{
     argmax, convert_gguf, cosine, fixtures, load, load_gguf_files, max_abs, max_abs_diff, screen,
     Golden, Variant, IMAGE_CASES,
 };
+use anyhow::{ensure, Result};
+use candle_core::quantized::GgmlDType;
+use candle_core::{DType, IndexOp, Tensor};
 use sightline::model::qwen3_vl::mrope_positions;
 use sightline::{Qwen3Vl, VisionLanguageModel};
 

@@ -1,0 +1,44 @@
+//! Sightline's integration tests, as one test binary (one link step instead of one per file),
+//! one module per topic. Run one topic with `cargo test --test all <module>::`, e.g.
+//! `cargo test --test all decode_rules::`.
+//!
+//! The command-line tests run the real binary (`CARGO_BIN_EXE_sightline`) and give every
+//! child process its own environment (`HF_HOME`, `HF_HUB_OFFLINE`, `DISPLAY`), so no test in
+//! this binary changes the process environment or installs a signal handler.
+//!
+//! One test file stays a binary of its own: `tests/runner_desktop.rs` drives the runner in
+//! process against a private X server, and xcap and enigo read `DISPLAY` from the process
+//! environment on every call, so those tests must set it for the whole process (serialized by
+//! `runner_support::x11_lock`); sharing a process with the other tests would race with them.
+
+// Shared helpers, declared once.
+mod decode_support;
+mod model_support;
+// Shared with the separate `runner_desktop` binary, which uses the parts this one does not
+// (its in-process X probes and the scripted planner).
+#[cfg(feature = "desktop")]
+#[allow(dead_code)]
+mod runner_support;
+
+mod bench_cli;
+mod cli;
+mod decode_measure;
+mod decode_property;
+mod decode_rules;
+mod decode_tiny_model;
+mod fixtures;
+mod generate_cli;
+mod hostile;
+mod hub_cli;
+mod hub_resolve;
+mod image_preprocess;
+mod kernels_masked_pick;
+mod model_dtype;
+mod model_errors;
+mod model_golden;
+mod model_kv;
+mod model_quant;
+mod model_speed;
+mod planner_local;
+mod planner_prompt;
+mod runner_cli;
