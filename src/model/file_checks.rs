@@ -255,7 +255,7 @@ pub fn check_gguf(path: &Path) -> Result<()> {
         let offset = h.u64()?;
         let (block, block_bytes) = ggml_block(ty)
             .ok_or_else(|| h.bad(format!("tensor {name}: unknown GGML type {ty}")))?;
-        if elements % block != 0 {
+        if !elements.is_multiple_of(block) {
             return Err(h.bad(format!(
                 "tensor {name}: {elements} elements is not a multiple of the type's block of {block}"
             )));
