@@ -78,7 +78,7 @@ impl InputKind {
 fn refuse(path: &Path, kind: InputKind, reason: impl std::fmt::Display) -> Error {
     let source = std::io::Error::new(
         std::io::ErrorKind::InvalidInput,
-        format!("{} file {reason}", kind.name()),
+        format!("cannot read: {} file {reason}", kind.name()),
     );
     Error::io(path, source)
 }
@@ -95,7 +95,12 @@ pub fn open(path: &Path, kind: InputKind) -> Result<(File, u64)> {
         // once, and the file-type check below then refuses it.
         options.custom_flags(libc::O_NONBLOCK);
     }
-    let file = options.open(path).map_err(|e| Error::io(path, e))?;
+    let file = options.open(path).map_err(|e| {
+        Error::io(
+            path,
+            std::io::Error::new(e.kind(), format!("cannot read: {e}")),
+        )
+    })?;
     let meta = file.metadata().map_err(|e| Error::io(path, e))?;
     let file_type = meta.file_type();
     if !file_type.is_file() {

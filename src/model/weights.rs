@@ -1013,7 +1013,8 @@ mod tests {
             .write(true)
             .open(&path)?
             .set_len(len - 100)?;
-        let result = GgufFile::open(&path)?.read_q6k_as_q8_0("m", rows, cols);
+        // The header check at open already sees the tensor run past the end of the file.
+        let result = GgufFile::open(&path).and_then(|f| f.read_q6k_as_q8_0("m", rows, cols));
         let err = result
             .err()
             .context("a truncated tensor was read")?
