@@ -20,7 +20,8 @@
 //!    [`cel_contracts::DoneVerdict`]; [`planner::LocalPlanner::plan`] does the same
 //!    synchronously and returns the turn's timings.
 //! 5. With the `desktop` feature, [`runner::Runner`] drives the screen with any
-//!    `PlanProducer`: observe, decide, gate, execute, look again.
+//!    `PlanProducer`: observe (screenshot and accessibility elements), decide, gate,
+//!    execute, look again.
 //!
 //! ```no_run
 //! use sightline::planner::{LocalPlanner, PlannerOptions, Turn};
@@ -56,7 +57,7 @@
 //! | [`model`] | the [`VisionLanguageModel`] trait, Qwen3-VL, the KV cache, weight loading |
 //! | [`image`] | screenshot preprocessing: decode, smart resize, normalize, patchify |
 //! | [`hub`] | model manifests (`models/*.toml`), downloads into the Hugging Face cache, local paths |
-//! | `runner` | the desktop loop (feature `desktop`): xcap capture, enigo input, safety gates, traces |
+//! | `runner` | the desktop loop (feature `desktop`): xcap capture, elements from the accessibility tree (AT-SPI2), enigo input, safety gates, traces |
 //! | [`kernels`] | the masked pick on the device (CUDA, Metal) and its CPU reference |
 //! | [`tokenizer`], [`view`], [`error`] | the tokenizer and Qwen's special tokens; building views; [`Error`] |
 //! | [`generate`], [`bench`] | free generation and the benchmark behind `sightline generate` / `bench` |
@@ -68,6 +69,7 @@
 pub mod bench;
 pub mod decode;
 pub mod error;
+pub mod eval;
 pub mod generate;
 pub mod hub;
 pub mod hub_paths;

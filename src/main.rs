@@ -24,6 +24,10 @@ enum Command {
     /// Drive the desktop toward a goal: look, plan, act, look again.
     #[cfg(feature = "desktop")]
     Run(cli::run::RunArgs),
+    /// Print the current screen's planning view as the planner would see it: elements from
+    /// the accessibility tree with ids, roles, names and bounds (`--json`: view plus bounds).
+    #[cfg(feature = "desktop")]
+    View(cli::view::ViewArgs),
     /// Plan one turn from a screenshot and a view; print the NextMove JSON.
     Plan(cli::plan::PlanArgs),
     /// Judge a "done" claim against a screenshot; print the DoneVerdict JSON.
@@ -36,6 +40,9 @@ enum Command {
     /// Measure load, memory, vision, prefill, decode, grammar and whole turns on a
     /// real-shape random model; optionally side by side with llama.cpp.
     Bench(cli::bench::BenchArgs),
+    /// Measure task success: a desktop task suite, click grounding, merging shards.
+    #[cfg(feature = "desktop")]
+    Eval(cli::eval::EvalArgs),
 }
 
 fn main() -> ExitCode {
@@ -51,11 +58,15 @@ fn main() -> ExitCode {
     let code = match &cli.command {
         #[cfg(feature = "desktop")]
         Command::Run(args) => cli::run::run(args, Some(&model_planner)),
+        #[cfg(feature = "desktop")]
+        Command::View(args) => cli::view::view(args),
         Command::Plan(args) => cli::plan::plan(args),
         Command::Verify(args) => cli::plan::verify(args),
         Command::Models(args) => cli::models::models(args),
         Command::Generate(args) => cli::generate::generate(args),
         Command::Bench(args) => cli::bench::bench(args),
+        #[cfg(feature = "desktop")]
+        Command::Eval(args) => cli::eval::eval(args),
     };
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }

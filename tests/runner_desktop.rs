@@ -2,16 +2,21 @@
 //!
 //! Needs `Xvfb`, `xdpyinfo`, `xdotool`, `xev` (x11-utils), `stdbuf` and `xterm`. Without them the
 //! tests say so and pass, unless `SIGHTLINE_REQUIRE_X11_TESTS=1` (as in CI), which makes them
-//! fail.
+//! fail. The accessibility test here also needs what `a11y_support` lists (a session bus,
+//! at-spi2-core, GTK 3 for Python) and sets `DBUS_SESSION_BUS_ADDRESS` for the process too.
 #![cfg(feature = "desktop")]
 
 // The shared helpers of tests/all; this binary uses only some of them.
+#[path = "all/a11y_support/mod.rs"]
+#[allow(dead_code)]
+mod a11y_support;
 #[path = "all/runner_support/mod.rs"]
 #[allow(dead_code)]
 mod runner_support;
 
 use std::time::Duration;
 
+use a11y_support::{stack_available, Session, LAYOUT, WINDOW_ORIGIN};
 use anyhow::{ensure, Context};
 use cel_contracts::{
     DoneVerdict, GoalOutcome, NextActionHint, NextMove, PlanProducer, PlannedAction, RunLimits,
@@ -21,8 +26,8 @@ use rand::{Rng, SeedableRng};
 use runner_support::*;
 use sightline::runner::trace::{self, read_turns};
 use sightline::runner::{
-    Budget, Capture, Desktop, EndReason, InputDevice, InputPoint, NoopObserver, ReplayPlanner,
-    RunOptions, RunReport, Runner, ScriptedPrompt, SettleOptions, XDesktop,
+    Budget, Capture, Desktop, ElementClick, EndReason, InputDevice, InputPoint, NoopObserver,
+    ReplayPlanner, RunOptions, RunReport, Runner, ScriptedPrompt, SettleOptions, XDesktop,
 };
 
 /// How far (in pixels, each axis) a mapped `xy:` click may land from the pixel it names.
@@ -794,5 +799,84 @@ fn missing_display_is_a_clear_setup_error() -> anyhow::Result<()> {
         text.contains("input backend unavailable") && text.contains(":987"),
         "{text}"
     );
+    Ok(())
+}
+
+/// Restores an environment variable on drop.
+struct EnvGuard(&'static str, Option<std::ffi::OsString>);
+
+impl Drop for EnvGuard {
+    fn drop(&mut self) {
+        match &self.1 {
+            Some(v) => std::env::set_var(self.0, v),
+            None => std::env::remove_var(self.0),
+        }
+    }
+}
+
+/// The runner in process on the accessibility test window: with `ElementClick::Pointer` an
+/// element id is clicked at the centre of its visible part, and the planner's view lists the
+/// window's elements.
+#[test]
+fn pointer_clicks_land_on_the_visible_centre_and_the_planner_sees_the_elements(
+) -> anyhow::Result<()> {
+    let _x = x11_lock();
+    if !stack_available()? {
+        return Ok(());
+    }
+    let session = Session::start()?;
+    let _env = EnvGuard(
+        "DBUS_SESSION_BUS_ADDRESS",
+        std::env::var_os("DBUS_SESSION_BUS_ADDRESS"),
+    );
+    let _display = EnvGuard("DISPLAY", std::env::var_os("DISPLAY"));
+    std::env::set_var("DBUS_SESSION_BUS_ADDRESS", &session.bus_address);
+    std::env::set_var("DISPLAY", &session.display);
+    let options = RunOptions {
+        limits: RunLimits {
+            max_steps: 10,
+            timeout_ms: 30_000,
+            max_step_retries: 1,
+            ..RunLimits::default()
+        },
+        settle: SettleOptions {
+            min_ms: 50,
+            max_ms: 400,
+            poll_ms: 60,
+        },
+        element_click: ElementClick::Pointer,
+        ..RunOptions::default()
+    };
+    let planner = ScriptedPlanner::new(vec![
+        batch("press Beta", vec![step("press Beta", click("button_beta"))]),
+        done("pressed"),
+    ]);
+    let mut runner = Runner::new(Box::new(XDesktop::open(None)?), options);
+    let rt = tokio::runtime::Builder::new_current_thread().build()?;
+    let report = rt.block_on(runner.run("press beta", &planner, &mut NoopObserver))?;
+    ensure!(
+        matches!(report.outcome, GoalOutcome::Succeeded { .. }),
+        "{:?}",
+        report.outcome
+    );
+    assert!(session.wait_for_event("clicked Beta")?);
+    // The pointer went to the centre of Beta's visible part.
+    let clicked = &report.history[0].data["clicked"];
+    assert_eq!(
+        clicked,
+        &serde_json::json!([WINDOW_ORIGIN.0 + 160 + 60, WINDOW_ORIGIN.1 + 20 + 20]),
+        "{:?}",
+        report.history[0]
+    );
+    let seen = planner.seen.lock().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let ids: Vec<&str> = seen[0]
+        .view
+        .elements
+        .iter()
+        .map(|e| e.id.as_str())
+        .collect();
+    for &(id, ..) in LAYOUT {
+        assert!(ids.contains(&id), "{id} not shown to the planner: {ids:?}");
+    }
     Ok(())
 }

@@ -3,8 +3,12 @@
 
 pub mod bench;
 pub mod dump_path;
+#[cfg(feature = "desktop")]
+pub mod eval;
 pub mod generate;
 pub mod models;
 pub mod plan;
 #[cfg(feature = "desktop")]
 pub mod run;
+#[cfg(feature = "desktop")]
+pub mod view;

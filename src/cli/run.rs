@@ -69,6 +69,10 @@ pub struct RunArgs {
     /// Write a trace (turns.jsonl, screenshots, outcome) into this directory.
     #[arg(long, value_name = "DIR")]
     pub trace: Option<PathBuf>,
+    /// Read no elements from the accessibility tree: the planner sees the screenshot and
+    /// targets xy: points only.
+    #[arg(long)]
+    pub no_elements: bool,
 }
 
 /// What a planner factory gets to build a model planner from.
@@ -197,7 +201,10 @@ fn setup_and_run(
             (planner, label)
         }
     };
-    let desktop = XDesktop::open(args.monitor)?;
+    let mut desktop = XDesktop::open(args.monitor)?;
+    if args.no_elements {
+        desktop = desktop.without_elements();
+    }
     if install_ctrlc {
         stop.install_ctrlc_handler()?;
     }
@@ -211,6 +218,7 @@ fn setup_and_run(
         dry_run: args.dry_run,
         confirm: args.confirm,
         trace_dir: args.trace.clone(),
+        use_elements: !args.no_elements,
         planner_label: label,
         ..RunOptions::default()
     };

@@ -138,6 +138,31 @@ impl ScreenGeometry {
         }
     }
 
+    /// The screenshot pixel (fractional) at an input point: the inverse of the origin and
+    /// scale part of [`ScreenGeometry::to_input`]. Accessibility APIs report bounds in input
+    /// coordinates; this puts them in the planner's pixel space.
+    pub fn pixel_of_input(&self, p: InputPoint) -> (f64, f64) {
+        let units = if self.input_units_per_pixel > 0.0 {
+            self.input_units_per_pixel
+        } else {
+            1.0
+        };
+        (
+            f64::from(p.x - self.origin_x) / units,
+            f64::from(p.y - self.origin_y) / units,
+        )
+    }
+
+    /// The input point of screenshot pixel `(px, py)` (which may lie off the image).
+    pub fn input_of_pixel(&self, px: i32, py: i32) -> InputPoint {
+        let x = f64::from(self.origin_x) + f64::from(px) * self.input_units_per_pixel;
+        let y = f64::from(self.origin_y) + f64::from(py) * self.input_units_per_pixel;
+        InputPoint {
+            x: x.round() as i32,
+            y: y.round() as i32,
+        }
+    }
+
     /// Whether an input point lies on this monitor.
     pub fn contains(&self, p: InputPoint) -> bool {
         let w = f64::from(self.image_width) * self.input_units_per_pixel;
@@ -210,6 +235,22 @@ mod tests {
             }
         }
         Ok(())
+    }
+
+    #[test]
+    fn input_and_pixel_mappings_are_inverse() {
+        let g = ScreenGeometry {
+            origin_x: 1440,
+            origin_y: 0,
+            image_width: 2880,
+            image_height: 1800,
+            input_units_per_pixel: 0.5,
+        };
+        assert_eq!(
+            g.pixel_of_input(InputPoint { x: 1540, y: 50 }),
+            (200.0, 100.0)
+        );
+        assert_eq!(g.input_of_pixel(200, 100), InputPoint { x: 1540, y: 50 });
     }
 
     #[test]

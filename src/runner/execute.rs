@@ -22,6 +22,7 @@ impl Runner {
             goal,
             view,
             geometry,
+            elements,
             ..
         } = *input;
         observer.on_batch(state.turns, purpose, steps);
@@ -80,7 +81,11 @@ impl Runner {
             if let Some(end) = self.max_steps_check(state, purpose, &step.purpose) {
                 return end;
             }
-            if let Some(refusal) = safety::check_batch_step(goal, purpose, steps, index, view) {
+            let seen = self.seen_targets(&step.action, elements, &geometry);
+            let seen_of = |id: &str| seen.iter().find(|f| f.0 == id).map(|f| f.1.clone());
+            if let Some(refusal) =
+                safety::check_batch_step(goal, purpose, steps, index, view, &seen_of)
+            {
                 observer.on_refusal(step, &refusal.message);
                 let result = StepResult::Err {
                     message: refusal.message.clone(),
@@ -127,7 +132,12 @@ impl Runner {
                     }
                 } else {
                     any_input = true;
-                    match self.execute(&step.action, view, &geometry, state) {
+                    let scene = Scene {
+                        view,
+                        geometry: &geometry,
+                        elements,
+                    };
+                    match self.execute(&step.action, &scene, state) {
                         Ok(data) => StepResult::Ok {
                             data,
                             discovered_sub_goal: None,
@@ -216,14 +226,65 @@ impl Runner {
         TurnEnd::Continue
     }
 
+    /// What the screen says each target of `action` is (the element of an id, the element under
+    /// an `xy:` point), for the gate.
+    fn seen_targets(
+        &mut self,
+        action: &PlannedAction,
+        elements: Option<&ElementTable>,
+        geometry: &ScreenGeometry,
+    ) -> Vec<(String, ElementFacts)> {
+        let Some(table) = elements else {
+            return Vec::new();
+        };
+        let mut ids = Vec::new();
+        target_ids(action, &mut ids);
+        ids.into_iter()
+            .filter_map(|id| {
+                let source = self.desktop.elements();
+                element_facts(&id, table, source, geometry).map(|f| (id, f))
+            })
+            .collect()
+    }
+
+    /// Resolves a target id: an element of this turn's capture (re-read now), else through the
+    /// runner's [`TargetResolver`] (`xy:` points, a caller's own ids).
+    fn resolve_target(
+        &mut self,
+        target_id: &str,
+        scene: &Scene<'_>,
+    ) -> Result<(InputPoint, Option<ElementTarget>)> {
+        if let Some(table) = scene.elements.filter(|t| t.get(target_id).is_some()) {
+            let click = self.options.element_click;
+            let source = self.desktop.elements().ok_or_else(|| {
+                Error::Runner(format!(
+                    "element {target_id:?}: the accessibility tree is no longer reachable"
+                ))
+            })?;
+            let mut resolver = ElementResolver {
+                table,
+                source,
+                geometry: scene.geometry,
+                click,
+            };
+            if let Some(target) = resolver.resolve(target_id)? {
+                return Ok((target.point, Some(target)));
+            }
+        }
+        let p = self
+            .resolver
+            .resolve(target_id, scene.view, scene.geometry)?;
+        Ok((p, None))
+    }
+
     /// Executes one action. `Ok` carries the step's data; `Err` is the step's error result.
     fn execute(
         &mut self,
         action: &PlannedAction,
-        view: &PlanningView,
-        geometry: &ScreenGeometry,
+        scene: &Scene<'_>,
         state: &mut RunState,
     ) -> std::result::Result<Value, StepError> {
+        let geometry = scene.geometry;
         // Errors from resolving or parsing are the plan's fault: retrying the same step cannot
         // help. Errors from the input backend may be transient.
         let plan_err = |e: Error| StepError {
@@ -239,12 +300,42 @@ impl Runner {
                 target_id,
                 expect_after,
             } => {
-                let p = self
-                    .resolver
-                    .resolve(target_id, view, geometry)
-                    .map_err(plan_err)?;
-                self.click_at(p, state).map_err(input_err)?;
-                let mut data = json!({ "clicked": [p.x, p.y] });
+                let (p, element) = self.resolve_target(target_id, scene).map_err(plan_err)?;
+                let mut data = match element {
+                    Some(ElementTarget {
+                        element,
+                        action: Some(action),
+                        ..
+                    }) => {
+                        let invoked = match self.desktop.elements() {
+                            Some(source) => source.invoke(&element, &action),
+                            None => Err(Error::Runner(
+                                "the accessibility tree is no longer reachable".into(),
+                            )),
+                        };
+                        match invoked {
+                            Ok(()) => json!({ "invoked": action, "element": element.id }),
+                            // The element was just re-read and is on screen: where its action
+                            // fails, the pointer still reaches it.
+                            Err(e) => {
+                                self.click_at(p, state).map_err(input_err)?;
+                                json!({
+                                    "clicked": [p.x, p.y],
+                                    "element": element.id,
+                                    "action_failed": e.to_string(),
+                                })
+                            }
+                        }
+                    }
+                    Some(ElementTarget { element, .. }) => {
+                        self.click_at(p, state).map_err(input_err)?;
+                        json!({ "clicked": [p.x, p.y], "element": element.id })
+                    }
+                    None => {
+                        self.click_at(p, state).map_err(input_err)?;
+                        json!({ "clicked": [p.x, p.y] })
+                    }
+                };
                 if expect_after.is_some() {
                     data["expect_after"] =
                         json!("not checked: the desktop runner cannot observe page selectors");
@@ -254,10 +345,9 @@ impl Runner {
             PlannedAction::Type { target_id, text } => {
                 let mut data = json!({ "typed_chars": text.chars().count() });
                 if let Some(id) = target_id {
-                    let p = self
-                        .resolver
-                        .resolve(id, view, geometry)
-                        .map_err(plan_err)?;
+                    // Focus by clicking the element, as a user would: it gives the window and
+                    // the field focus and needs no window manager.
+                    let (p, _) = self.resolve_target(id, scene).map_err(plan_err)?;
                     self.click_at(p, state).map_err(input_err)?;
                     std::thread::sleep(Duration::from_millis(self.options.step_pause_ms));
                     data["clicked"] = json!([p.x, p.y]);
@@ -289,14 +379,10 @@ impl Runner {
                 from_target_id,
                 to_target_id,
             } => {
-                let from = self
-                    .resolver
-                    .resolve(from_target_id, view, geometry)
+                let (from, _) = self
+                    .resolve_target(from_target_id, scene)
                     .map_err(plan_err)?;
-                let to = self
-                    .resolver
-                    .resolve(to_target_id, view, geometry)
-                    .map_err(plan_err)?;
+                let (to, _) = self.resolve_target(to_target_id, scene).map_err(plan_err)?;
                 self.drag(from, to, state).map_err(input_err)?;
                 Ok(json!({ "dragged": [[from.x, from.y], [to.x, to.y]] }))
             }
@@ -335,7 +421,7 @@ impl Runner {
             PlannedAction::Batch { actions } => {
                 let mut results = Vec::with_capacity(actions.len());
                 for a in actions {
-                    results.push(self.execute(a, view, geometry, state)?);
+                    results.push(self.execute(a, scene, state)?);
                     std::thread::sleep(Duration::from_millis(self.options.step_pause_ms));
                 }
                 Ok(Value::Array(results))
@@ -377,6 +463,30 @@ impl Runner {
         let released = input.left_button(ButtonAction::Release);
         state.runner_pointer = input.pointer().ok();
         result.and(released)
+    }
+}
+
+/// What an action is executed against: the view the planner saw, its screenshot's geometry
+/// and the elements of that capture.
+pub(super) struct Scene<'a> {
+    pub view: &'a PlanningView,
+    pub geometry: &'a ScreenGeometry,
+    pub elements: Option<&'a ElementTable>,
+}
+
+/// The target ids an action names, nested batches included.
+fn target_ids(action: &PlannedAction, out: &mut Vec<String>) {
+    match action {
+        PlannedAction::Click { target_id, .. } => out.push(target_id.clone()),
+        PlannedAction::Type {
+            target_id: Some(t), ..
+        } => out.push(t.clone()),
+        PlannedAction::Drag {
+            from_target_id,
+            to_target_id,
+        } => out.extend([from_target_id.clone(), to_target_id.clone()]),
+        PlannedAction::Batch { actions } => actions.iter().for_each(|a| target_ids(a, out)),
+        _ => {}
     }
 }
 

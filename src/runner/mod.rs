@@ -30,14 +30,25 @@
 //! Budgets are checked between steps and after each planner call: a `decide_next` in progress
 //! is not interrupted, so a slow planner can overrun `timeout_ms` by one call.
 //!
+//! Elements: each turn the desktop's accessibility tree (AT-SPI2 on Linux, see [`elements`])
+//! gives the view its elements, with ids the planner's grammar then allows beside `xy:` points.
+//! The runner keeps that capture's [`ElementTable`] (bounds, actions) for the turn: a click on
+//! an element id re-reads the element (a stale id is a step error, never a click elsewhere),
+//! then invokes its accessible action or clicks the centre of its visible part
+//! ([`ElementClick`]); `type` into an element clicks it first; and the gate judges the
+//! element's real name (for an `xy:` click, the element under the point). Without an
+//! accessibility bus the view has no elements and targets are points only.
+//!
 //! Which actions run: `click`, `type`, `key`, `key_combo`, `scroll`, `drag`, `wait`, `select`,
 //! `extract` and nested `batch`. Targets are `xy:X,Y` points (0–1000 over the screenshot the
-//! planner saw, see [`coords`]) or element ids a caller's [`TargetResolver`] knows. Any other
+//! planner saw, see [`coords`]), element ids of the capture, or ids a caller's
+//! [`TargetResolver`] knows. Any other
 //! action (`cdp_eval`, `navigate`, `set_value`, `ax_action`, …) is a non-recoverable step error
 //! that says why, never a silent skip.
 
 pub mod capture;
 pub mod coords;
+pub mod elements;
 pub mod input;
 pub mod replay;
 pub mod safety;
@@ -50,14 +61,18 @@ mod options;
 use std::time::{Duration, Instant};
 
 use cel_contracts::{
-    AttemptRecord, CapabilityRef, FailureReport, GoalOutcome, NextMove, PlanProducer,
-    PlannedAction, PlanningScreen, PlanningView, RunProgress,
+    AttemptRecord, FailureReport, GoalOutcome, NextMove, PlanProducer, PlannedAction, PlanningView,
+    RunProgress,
 };
 use serde_json::{json, Value};
 
 pub use capture::{list_monitors, Capture, MonitorInfo, ScreenCapturer};
 pub use coords::{InputPoint, RelativePoint, ScreenGeometry};
-pub use desktop::{Desktop, TargetResolver, XDesktop, XyResolver};
+pub use desktop::{
+    capture_elements, element_facts, Desktop, ElementClick, ElementResolver, ElementTarget,
+    TargetResolver, XDesktop, XyResolver, CLICK_ACTIONS,
+};
+pub use elements::{ElementBudget, ElementFacts, ElementSource, ElementTable, ScreenElement};
 pub use execute::{action_type, describe_action};
 pub use input::{parse_key, parse_key_chord, ButtonAction, EnigoInput, InputDevice, KEY_NAMES};
 pub use options::{
@@ -68,7 +83,7 @@ pub use safety::{ConfirmPrompt, ScriptedPrompt, StopFlag, TerminalPrompt};
 pub use trace::{RunMeta, TraceWriter, TurnRecord};
 
 use crate::error::{Error, Result};
-use crate::view::view_of;
+use crate::view::desktop_view;
 
 /// The capability id announcing native mouse and keyboard input.
 pub const CAPABILITY_NATIVE_INPUT: &str = "native_input";
@@ -129,6 +144,8 @@ struct TurnInput<'a> {
     view: &'a PlanningView,
     geometry: ScreenGeometry,
     png: &'a [u8],
+    /// The elements of this turn's capture, with bounds.
+    elements: Option<&'a ElementTable>,
 }
 
 /// A failed step, before it becomes a [`StepResult::Err`].
@@ -311,7 +328,16 @@ impl Runner {
                 );
             }
         };
-        let view = self.build_view(goal, &capture, state.steps_used);
+        let elements = if self.options.use_elements {
+            capture_elements(
+                self.desktop.as_mut(),
+                &capture.geometry,
+                &self.options.element_budget,
+            )
+        } else {
+            None
+        };
+        let view = self.build_view(goal, &capture, state.steps_used, elements.as_ref());
         let mut record = TurnRecord {
             turn: state.turns,
             started_ms,
@@ -319,6 +345,7 @@ impl Runner {
             screenshot_size: Some((capture.image.width(), capture.image.height())),
             observe_ms: turn_start.elapsed().as_millis() as u64,
             view: view.clone(),
+            elements: elements.clone(),
             decide_ms: 0,
             next_move: None,
             planner_error: None,
@@ -366,6 +393,7 @@ impl Runner {
             view: &view,
             geometry: capture.geometry,
             png: &png,
+            elements: elements.as_ref(),
         };
         let end = match mv {
             NextMove::Clarify { question } => TurnEnd::Finish(
@@ -554,34 +582,22 @@ impl Runner {
         ))
     }
 
-    fn build_view(&self, goal: &str, capture: &Capture, steps_used: u32) -> PlanningView {
-        let screen = PlanningScreen {
-            active_app: capture.active_app.clone(),
-            window: capture.window_title.clone(),
-            summary: None,
-            url: None,
-        };
-        PlanningView {
-            capabilities: vec![
-                CapabilityRef {
-                    id: CAPABILITY_NATIVE_INPUT.into(),
-                    detail: Some(format!(
-                        "mouse and keyboard; targets as xy:X,Y in 0-1000 over the {}x{} screenshot",
-                        capture.image.width(),
-                        capture.image.height()
-                    )),
-                },
-                CapabilityRef {
-                    id: CAPABILITY_VISION.into(),
-                    detail: None,
-                },
-            ],
-            run_progress: RunProgress {
-                steps_used,
-                max_steps: self.options.limits.max_steps,
-            },
-            ..view_of(goal, screen, self.options.elements.clone())
+    fn build_view(
+        &self,
+        goal: &str,
+        capture: &Capture,
+        steps_used: u32,
+        table: Option<&ElementTable>,
+    ) -> PlanningView {
+        let mut elements = self.options.elements.clone();
+        if let Some(t) = table {
+            elements.extend(t.planning_elements());
         }
+        let progress = RunProgress {
+            steps_used,
+            max_steps: self.options.limits.max_steps,
+        };
+        desktop_view(goal, capture, elements, progress)
     }
 
     /// Sleeps up to `ms`, in short slices so Ctrl-C and the deadline cut it short.

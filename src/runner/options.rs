@@ -9,6 +9,9 @@ use cel_contracts::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::desktop::ElementClick;
+use super::elements::ElementBudget;
+
 // ─── Options, events, report ────────────────────────────────────────────────
 
 /// How long to wait for the screen to settle after a batch's input.
@@ -47,8 +50,16 @@ pub struct RunOptions {
     pub step_pause_ms: u64,
     /// Write a trace here.
     pub trace_dir: Option<PathBuf>,
-    /// Elements a caller knows about (from accessibility or DOM); empty from vision alone.
+    /// Elements a caller knows about (from DOM or another source), shown before the desktop's
+    /// own elements.
     pub elements: Vec<PlanningElement>,
+    /// Read the desktop's elements from its accessibility tree each turn (`--no-elements`
+    /// turns this off: the planner then sees the screenshot and `xy:` points only).
+    pub use_elements: bool,
+    /// Limits on one element capture.
+    pub element_budget: ElementBudget,
+    /// How clicks on element ids are carried out.
+    pub element_click: ElementClick,
     /// The planner's label for the trace (model id, replay file).
     pub planner_label: String,
 }
@@ -63,6 +74,9 @@ impl Default for RunOptions {
             step_pause_ms: 50,
             trace_dir: None,
             elements: Vec::new(),
+            use_elements: true,
+            element_budget: ElementBudget::default(),
+            element_click: ElementClick::default(),
             planner_label: String::new(),
         }
     }

@@ -11,6 +11,7 @@ use cel_contracts::{PlannedAction, PlanningView, Step};
 use enigo::Key;
 
 use super::coords::{parse_xy_target, InputPoint, ScreenGeometry};
+use super::elements::ElementFacts;
 use super::input::{parse_key_chord, parse_key_combo};
 use crate::error::{Error, Result};
 use crate::text_norm::{affirms, normalize, words};
@@ -237,23 +238,36 @@ pub fn goal_confirms(goal: &str, kind: DestructiveKind, trigger: &str) -> bool {
 /// goal does not confirm it; `None` lets it run. This judges the step alone; the runner uses
 /// [`check_batch_step`], which also sees the command line typed by the earlier steps.
 pub fn check_step(goal: &str, step: &Step, view: &PlanningView) -> Option<Refusal> {
-    check_batch_step(goal, "", std::slice::from_ref(step), 0, view)
+    check_batch_step(goal, "", std::slice::from_ref(step), 0, view, &|_| None)
 }
 
-/// Checks step `index` of a batch: the step itself (chords, clicks, typed text), and the
-/// command line the batch has typed so far. Typed text is concatenated across the batch's
-/// steps, an Enter key adding a newline, so `rm` typed in one step and ` -rf ~` in the next
-/// are judged as the one line `rm -rf ~`. `batch_purpose` stands in for a coordinate click's
-/// missing purpose.
+/// [`check_step`] with what the screen says each target is (`seen`: target id → the element's
+/// accessible name and role, for an `xy:` point the element under it): a click is judged by
+/// that real name as well as by the view's label, whatever the planner wrote as `purpose`.
+pub fn check_step_seen(
+    goal: &str,
+    step: &Step,
+    view: &PlanningView,
+    seen: &dyn Fn(&str) -> Option<ElementFacts>,
+) -> Option<Refusal> {
+    check_batch_step(goal, "", std::slice::from_ref(step), 0, view, seen)
+}
+
+/// Checks step `index` of a batch: the step itself (chords, clicks, typed text, judged with
+/// what the screen says each target is, as [`check_step_seen`]), and the command line the
+/// batch has typed so far. Typed text is concatenated across the batch's steps, an Enter key
+/// adding a newline, so `rm` typed in one step and ` -rf ~` in the next are judged as the one
+/// line `rm -rf ~`. `batch_purpose` stands in for a coordinate click's missing purpose.
 pub fn check_batch_step(
     goal: &str,
     batch_purpose: &str,
     steps: &[Step],
     index: usize,
     view: &PlanningView,
+    seen: &dyn Fn(&str) -> Option<ElementFacts>,
 ) -> Option<Refusal> {
     let step = steps.get(index)?;
-    let found = action_trigger(&step.action, &step.purpose, batch_purpose, view)
+    let found = action_trigger(&step.action, &step.purpose, batch_purpose, view, seen)
         .or_else(|| typed_line_trigger(&steps[..=index]));
     let (kind, trigger) = found?;
     if goal_confirms(goal, kind, &trigger) {
@@ -327,6 +341,7 @@ fn action_trigger(
     purpose: &str,
     batch_purpose: &str,
     view: &PlanningView,
+    seen: &dyn Fn(&str) -> Option<ElementFacts>,
 ) -> Option<(DestructiveKind, String)> {
     match action {
         PlannedAction::Type { target_id, text } => delete_command_in(text)
@@ -334,26 +349,27 @@ fn action_trigger(
             .or_else(|| {
                 target_id
                     .as_deref()
-                    .and_then(|id| click_trigger(id, purpose, batch_purpose, view))
+                    .and_then(|id| click_trigger(id, purpose, batch_purpose, view, seen))
             }),
         PlannedAction::Key { key } => chord_trigger(std::slice::from_ref(key)),
         PlannedAction::KeyCombo { keys } => chord_trigger(keys),
         PlannedAction::Click { target_id, .. } => {
-            click_trigger(target_id, purpose, batch_purpose, view)
+            click_trigger(target_id, purpose, batch_purpose, view, seen)
         }
         PlannedAction::Batch { actions } => actions
             .iter()
-            .find_map(|a| action_trigger(a, purpose, batch_purpose, view)),
+            .find_map(|a| action_trigger(a, purpose, batch_purpose, view, seen)),
         _ => None,
     }
 }
 
-/// What a coordinate click with no purpose (and no batch purpose) is called in a refusal.
+/// What a coordinate click with no description is called in a refusal.
 const UNDESCRIBED_POINT_CLICK: &str = "an undescribed point";
 
-/// For a click: the element's label and value from the view; for an `xy:` point, which has no
-/// label, the step's purpose (the planner's own description of what it clicks), else the
-/// batch's purpose. A point click with no words in either is refused: nothing says what it
+/// For a click: the element's real accessible name (`seen`), its label and value from the
+/// view; for an `xy:` point, the name of the element under it and the step's purpose (the
+/// planner's own description of what it clicks), else the batch's purpose. A point click with
+/// no element name under it and no words in either purpose is refused: nothing says what it
 /// presses, so the gate cannot tell a Delete button from a blank spot, and the planner can
 /// always describe a click (rule chosen so an empty purpose is never a way around the gate).
 fn click_trigger(
@@ -361,8 +377,11 @@ fn click_trigger(
     purpose: &str,
     batch_purpose: &str,
     view: &PlanningView,
+    seen: &dyn Fn(&str) -> Option<ElementFacts>,
 ) -> Option<(DestructiveKind, String)> {
+    let seen_name = seen(target_id).map(|f| f.name);
     let mut texts: Vec<&str> = Vec::new();
+    texts.extend(seen_name.as_deref());
     if let Some(el) = view.elements.iter().find(|e| e.id == target_id) {
         texts.extend(el.label.as_deref());
         texts.extend(el.value.as_deref());
@@ -373,7 +392,7 @@ fn click_trigger(
             texts.push(purpose);
         } else if described(batch_purpose) {
             texts.push(batch_purpose);
-        } else {
+        } else if seen_name.is_none() {
             return Some((
                 DestructiveKind::Commits,
                 UNDESCRIBED_POINT_CLICK.to_string(),
@@ -807,8 +826,8 @@ mod tests {
                 },
             ),
         ];
-        assert!(check_batch_step("tidy up", "", &steps, 0, &v).is_none());
-        assert!(check_batch_step("tidy up", "", &steps, 1, &v).is_some());
+        assert!(check_batch_step("tidy up", "", &steps, 0, &v, &|_| None).is_none());
+        assert!(check_batch_step("tidy up", "", &steps, 1, &v, &|_| None).is_some());
         let harmless = vec![
             typed("echo "),
             typed("hello"),
@@ -819,7 +838,8 @@ mod tests {
                 },
             ),
         ];
-        assert!((0..3).all(|i| check_batch_step("say hello", "", &harmless, i, &v).is_none()));
+        assert!((0..3)
+            .all(|i| check_batch_step("say hello", "", &harmless, i, &v, &|_| None).is_none()));
     }
 
     #[test]
@@ -877,8 +897,43 @@ mod tests {
         assert!(check_step("tidy up", &click("Open the File menu"), &v).is_none());
         // An empty step purpose falls back to the batch's purpose.
         let steps = vec![click("")];
-        assert!(check_batch_step("tidy up", "open the menu", &steps, 0, &v).is_none());
+        assert!(check_batch_step("tidy up", "open the menu", &steps, 0, &v, &|_| None).is_none());
         assert_eq!(destructive_text("Ｄｅｌｅｔｅ"), Some("delete".to_string()));
+    }
+
+    #[test]
+    fn gate_judges_the_seen_element_name_not_the_purpose() {
+        let v = view(vec![]);
+        let press = |target: &str| {
+            step(
+                "press the third button",
+                PlannedAction::Click {
+                    target_id: target.into(),
+                    expect_after: None,
+                },
+            )
+        };
+        let seen = |id: &str| {
+            (id == "button_3" || id == "xy:500,40").then(|| ElementFacts {
+                id: "button_3".into(),
+                role: "button".into(),
+                name: "Delete".into(),
+            })
+        };
+        for target in ["button_3", "xy:500,40"] {
+            let r = check_step_seen("tidy up", &press(target), &v, &seen);
+            assert_eq!(r.map(|r| r.trigger), Some("delete".to_string()), "{target}");
+            assert!(check_step_seen(
+                "delete it, I confirm the deletion",
+                &press(target),
+                &v,
+                &seen
+            )
+            .is_none());
+        }
+        // Without what the screen says, the same steps pass: the purpose is harmless.
+        assert!(check_step("tidy up", &press("xy:500,40"), &v).is_none());
+        assert!(check_step_seen("tidy up", &press("xy:10,10"), &v, &seen).is_none());
     }
 
     #[test]

@@ -15,6 +15,7 @@ use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use super::elements::ElementTable;
 use cel_contracts::{
     DoneVerdict, GoalOutcome, NextMove, PlannedAction, PlanningView, RunLimits, StepResult,
 };
@@ -92,6 +93,10 @@ pub struct TurnRecord {
     pub observe_ms: u64,
     /// The planning view given to `decide_next`.
     pub view: PlanningView,
+    /// The view's elements with their bounds, as the accessibility tree gave them (absent
+    /// when the run had no element source).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elements: Option<ElementTable>,
     /// Time `decide_next` took, in milliseconds.
     pub decide_ms: u64,
     /// The planner's move, absent when the planner returned an error.

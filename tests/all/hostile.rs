@@ -1626,7 +1626,8 @@ fn gate_library_cases(failures: &mut Vec<String>, tally: &Tally) {
         for t in targets {
             let cmd = form.replace("{}", t);
             let steps = vec![ty(&cmd), enter.clone()];
-            if (0..steps.len()).all(|i| check_batch_step("tidy up", "", &steps, i, &view).is_none())
+            if (0..steps.len())
+                .all(|i| check_batch_step("tidy up", "", &steps, i, &view, &|_| None).is_none())
             {
                 failures.push(format!("[gate-lib] {cmd:?} passed"));
             }
@@ -1635,14 +1636,16 @@ fn gate_library_cases(failures: &mut Vec<String>, tally: &Tally) {
             if cmd.is_char_boundary(mid) {
                 let steps = vec![ty(&cmd[..mid]), ty(&cmd[mid..]), enter.clone()];
                 if (0..steps.len())
-                    .all(|i| check_batch_step("tidy up", "", &steps, i, &view).is_none())
+                    .all(|i| check_batch_step("tidy up", "", &steps, i, &view, &|_| None).is_none())
                 {
                     failures.push(format!("[gate-lib] split {cmd:?} passed"));
                 }
                 tally.add("gate", 1);
             }
             // Not confirmed: a negated confirmation still refuses.
-            if check_batch_step("delete it, not confirmed", "", &steps, 0, &view).is_none() {
+            if check_batch_step("delete it, not confirmed", "", &steps, 0, &view, &|_| None)
+                .is_none()
+            {
                 failures.push(format!(
                     "[gate-lib] {cmd:?} passed on a negated confirmation"
                 ));
@@ -1660,7 +1663,7 @@ fn gate_library_cases(failures: &mut Vec<String>, tally: &Tally) {
         "ctrl+alt+q",
     ] {
         let steps = vec![step(PlannedAction::Key { key: chord.into() })];
-        if check_batch_step("tidy up", "", &steps, 0, &view).is_none() {
+        if check_batch_step("tidy up", "", &steps, 0, &view, &|_| None).is_none() {
             failures.push(format!("[gate-lib] chord {chord} passed"));
         }
         tally.add("gate", 1);
@@ -1673,7 +1676,9 @@ fn gate_library_cases(failures: &mut Vec<String>, tally: &Tally) {
         "echo ok >> log",
     ] {
         let steps = vec![ty(harmless), enter.clone()];
-        if (0..steps.len()).any(|i| check_batch_step("tidy up", "", &steps, i, &view).is_some()) {
+        if (0..steps.len())
+            .any(|i| check_batch_step("tidy up", "", &steps, i, &view, &|_| None).is_some())
+        {
             failures.push(format!("[gate-lib] harmless {harmless:?} refused"));
         }
         tally.add("gate", 1);

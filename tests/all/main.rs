@@ -12,6 +12,9 @@
 //! `runner_support::x11_lock`); sharing a process with the other tests would race with them.
 
 // Shared helpers, declared once.
+#[cfg(feature = "desktop")]
+#[allow(dead_code)]
+mod a11y_support;
 mod decode_support;
 mod model_support;
 // Shared with the separate `runner_desktop` binary, which uses the parts this one does not
@@ -20,12 +23,18 @@ mod model_support;
 #[allow(dead_code)]
 mod runner_support;
 
+#[cfg(feature = "desktop")]
+mod a11y_elements;
 mod bench_cli;
 mod cli;
 mod decode_measure;
 mod decode_property;
 mod decode_rules;
 mod decode_tiny_model;
+#[cfg(feature = "desktop")]
+mod eval_cli;
+#[cfg(feature = "desktop")]
+mod eval_support;
 mod fixtures;
 mod generate_cli;
 mod hostile;
