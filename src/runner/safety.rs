@@ -270,6 +270,9 @@ pub fn check_batch_step(
     let found = action_trigger(&step.action, &step.purpose, batch_purpose, view, seen)
         .or_else(|| typed_line_trigger(&steps[..=index]));
     let (kind, trigger) = found?;
+    if goal_names_redirect_target(goal, &trigger) {
+        return None;
+    }
     if goal_confirms(goal, kind, &trigger) {
         return None;
     }
@@ -297,6 +300,17 @@ pub fn check_batch_step(
         trigger,
         message,
     })
+}
+
+/// Whether the trigger is a `>` redirection onto a file the goal itself names ("write hello
+/// into hello.txt" → `echo hello > hello.txt`): writing the file the user asked for is the task,
+/// not a destructive side effect. Any other truncating redirection needs a confirmation.
+fn goal_names_redirect_target(goal: &str, trigger: &str) -> bool {
+    let Some(target) = trigger.strip_prefix("> ") else {
+        return false;
+    };
+    let name = normalize(target.rsplit('/').next().unwrap_or(target));
+    !name.is_empty() && normalize(goal).contains(&name)
 }
 
 /// The deleting command in the text the steps type, concatenated (an Enter key is a newline).
