@@ -26,10 +26,16 @@
 //! missing file is an [`Error::Hub`] that names the repo and the file to fetch. `HF_HOME` moves
 //! the cache, `HF_ENDPOINT` the Hub, as for every Hugging Face tool.
 
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use hf_hub::api::sync::{Api, ApiBuilder};
-use hf_hub::{Cache, Repo, RepoType};
+use hf_hub::Cache;
+
+use crate::hub_paths::{
+    check_commit, check_file_name, check_repo_id, check_revision, clean_etag, ensure_under,
+    join_relative, repo_dir,
+};
+use crate::input_file::{self, InputKind};
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
@@ -457,26 +463,81 @@ impl Hub {
         self.cache.path()
     }
 
-    /// The cached copy of a file, if any.
+    /// The cached copy of a file, if any. The repo id, revision and file name are checked
+    /// ([`crate::hub_paths`]), so is the commit read back from `refs/<revision>`, and the file
+    /// must resolve (symlinks followed) to a regular file under the cache root.
     pub fn cached(&self, repo: &str, revision: &str, file: &str) -> Option<PathBuf> {
-        self.cache.repo(hub_repo(repo, revision)).get(file)
+        self.cached_checked(repo, revision, file).ok().flatten()
     }
 
-    fn api(&self, model: &str) -> Result<Api> {
-        let mut builder = ApiBuilder::from_cache(self.cache.clone()).with_progress(false);
-        if let Some(e) = &self.endpoint {
-            builder = builder.with_endpoint(e.clone());
+    fn cached_checked(&self, repo: &str, revision: &str, file: &str) -> Result<Option<PathBuf>> {
+        check_revision(revision)?;
+        check_file_name(file)?;
+        let root = self.cache.path();
+        let dir = repo_dir(root, repo)?;
+        let Some(commit) = self.cached_commit(&dir, revision)? else {
+            return Ok(None);
+        };
+        let path = join_relative(&dir.join("snapshots").join(&commit), file);
+        if path.symlink_metadata().is_err() {
+            return Ok(None);
         }
-        builder.build().map_err(|e| Error::Hub {
-            model: model.into(),
-            reason: format!("cannot set up the Hub client: {e}"),
-        })
+        ensure_under(root, &path)?;
+        input_file::check(&path, InputKind::ModelWeights)?;
+        Ok(Some(path))
+    }
+
+    /// The commit `refs/<revision>` names, checked to be 40 hex digits; `None` when absent.
+    fn cached_commit(&self, dir: &Path, revision: &str) -> Result<Option<String>> {
+        let ref_path = join_relative(&dir.join("refs"), revision);
+        if ref_path.symlink_metadata().is_err() {
+            return Ok(None);
+        }
+        ensure_under(self.cache.path(), &ref_path)?;
+        let text = input_file::read_string(&ref_path, InputKind::Config)?;
+        let commit = text.trim();
+        check_commit(commit)?;
+        Ok(Some(commit.to_string()))
+    }
+
+    fn endpoint(&self) -> String {
+        self.endpoint
+            .clone()
+            .unwrap_or_else(|| "https://huggingface.co".to_string())
+            .trim_end_matches('/')
+            .to_string()
+    }
+
+    /// A request with the user agent and, when a token is configured, its bearer header.
+    fn request(&self, agent: &ureq::Agent, url: &str) -> ureq::Request {
+        let mut req = agent.get(url).set(
+            "User-Agent",
+            concat!("sightline/", env!("CARGO_PKG_VERSION")),
+        );
+        if let Some(token) = self.cache.token() {
+            req = req.set("Authorization", &format!("Bearer {token}"));
+        }
+        req
+    }
+
+    fn agent(redirects: u32) -> ureq::Agent {
+        ureq::AgentBuilder::new()
+            .try_proxy_from_env(true)
+            .redirects(redirects)
+            .timeout_connect(std::time::Duration::from_secs(30))
+            .timeout_read(std::time::Duration::from_secs(120))
+            .build()
     }
 
     /// Fetches one file: from the cache, else (unless offline) from the Hub with a progress bar.
-    /// `model` names the model in errors.
+    /// `model` names the model in errors. Every name that becomes a path is checked first
+    /// (see [`crate::hub_paths`]); a mirror's bad answer is an error, and nothing is written
+    /// outside the cache directory.
     pub fn fetch(&self, model: &str, repo: &str, revision: &str, file: &str) -> Result<PathBuf> {
-        if let Some(p) = self.cached(repo, revision, file) {
+        check_repo_id(repo)?;
+        check_revision(revision)?;
+        check_file_name(file)?;
+        if let Some(p) = self.cached_checked(repo, revision, file)? {
             return Ok(p);
         }
         if self.offline {
@@ -491,55 +552,227 @@ impl Hub {
                 ),
             });
         }
-        let api = self.api(model)?;
-        let api_repo = api.repo(hub_repo(repo, revision));
-        let result = if self.progress {
-            api_repo.download_with_progress(file, DownloadProgress::new())
-        } else {
-            api_repo.download_with_progress(file, ())
-        };
-        result.map_err(|e| Error::Hub {
-            model: model.into(),
-            reason: format!(
-                "downloading {file} from the Hub repo {repo} (revision {revision}) failed: {e}; \
-                 check the network or HF_ENDPOINT, that the repo and file exist, and for gated \
-                 repos a token in {}",
-                self.cache.token_path().display()
-            ),
-        })
+        self.download(repo, revision, file)
+            .map_err(|reason| Error::Hub {
+                model: model.into(),
+                reason: format!(
+                    "downloading {file} from the Hub repo {repo} (revision {revision}) failed: \
+                 {reason}; check the network or HF_ENDPOINT, that the repo and file exist, and \
+                 for gated repos a token in {}",
+                    self.cache.token_path().display()
+                ),
+            })
+    }
+
+    /// Downloads a file into the cache, in the Hub cache layout (`blobs/<etag>`,
+    /// `snapshots/<commit>/<file>` → the blob, `refs/<revision>` = the commit), after checking
+    /// the etag and commit headers. Errors are sentences for [`Hub::fetch`].
+    fn download(
+        &self,
+        repo: &str,
+        revision: &str,
+        file: &str,
+    ) -> std::result::Result<PathBuf, String> {
+        let url = format!(
+            "{}/{repo}/resolve/{}/{file}",
+            self.endpoint(),
+            revision.replace('/', "%2F")
+        );
+        // The metadata request does not follow redirects: the Hub answers a resolve with a
+        // redirect to its storage, and the commit and etag headers are on the first answer.
+        let head = Self::agent(0);
+        let mut response = self
+            .request(&head, &url)
+            .set("Range", "bytes=0-0")
+            .call()
+            .map_err(|e| e.to_string())?;
+        for _ in 0..5 {
+            match (response.status(), response.header("Location")) {
+                (301..=308, Some(location)) if location.starts_with('/') => {
+                    let next = format!("{}{location}", self.endpoint());
+                    response = self
+                        .request(&head, &next)
+                        .set("Range", "bytes=0-0")
+                        .call()
+                        .map_err(|e| e.to_string())?;
+                }
+                _ => break,
+            }
+        }
+        let header = |name: &str| response.header(name).map(str::to_string);
+        let commit = header("x-repo-commit").ok_or("the answer has no x-repo-commit header")?;
+        check_commit(&commit).map_err(|e| e.to_string())?;
+        let etag = header("x-linked-etag")
+            .or_else(|| header("etag"))
+            .ok_or("the answer has no etag header")?;
+        let etag = clean_etag(&etag).map_err(|e| e.to_string())?;
+        let size: Option<u64> = header("Content-Range")
+            .and_then(|r| r.rsplit('/').next().and_then(|n| n.trim().parse().ok()));
+        drop(response);
+
+        let root = self.cache.path();
+        let within = |p: &Path| ensure_under(root, p).map_err(|e| e.to_string());
+        std::fs::create_dir_all(root).map_err(|e| format!("{}: {e}", root.display()))?;
+        let dir = repo_dir(root, repo).map_err(|e| e.to_string())?;
+        let blobs = dir.join("blobs");
+        within(&blobs)?;
+        std::fs::create_dir_all(&blobs).map_err(|e| format!("{}: {e}", blobs.display()))?;
+        within(&blobs)?;
+        let blob = blobs.join(&etag);
+        within(&blob)?;
+        if !blob.is_file() {
+            let tmp = blobs.join(format!("{etag}.incomplete.{}", std::process::id()));
+            let result = self.download_blob(&url, &tmp, size, file);
+            if let Err(e) = result {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(e);
+            }
+            std::fs::rename(&tmp, &blob).map_err(|e| format!("{}: {e}", blob.display()))?;
+        }
+
+        let snapshot = dir.join("snapshots").join(&commit);
+        let pointer = join_relative(&snapshot, file);
+        let pointer_dir = pointer.parent().unwrap_or(&snapshot).to_path_buf();
+        within(&pointer_dir)?;
+        std::fs::create_dir_all(&pointer_dir)
+            .map_err(|e| format!("{}: {e}", pointer_dir.display()))?;
+        within(&pointer_dir)?;
+        if let Ok(meta) = pointer.symlink_metadata() {
+            if meta.is_dir() {
+                return Err(format!("{} is a directory in the cache", pointer.display()));
+            }
+            std::fs::remove_file(&pointer).map_err(|e| format!("{}: {e}", pointer.display()))?;
+        }
+        link_to_blob(&blob, &pointer, file.split('/').count() + 1)
+            .map_err(|e| format!("{}: {e}", pointer.display()))?;
+        within(&pointer)?;
+
+        let ref_path = join_relative(&dir.join("refs"), revision);
+        let ref_dir = ref_path.parent().unwrap_or(&dir).to_path_buf();
+        within(&ref_dir)?;
+        std::fs::create_dir_all(&ref_dir).map_err(|e| format!("{}: {e}", ref_dir.display()))?;
+        within(&ref_path)?;
+        if ref_path.symlink_metadata().is_ok_and(|m| !m.is_file()) {
+            return Err(format!("{} is not a regular file", ref_path.display()));
+        }
+        std::fs::write(&ref_path, &commit).map_err(|e| format!("{}: {e}", ref_path.display()))?;
+        Ok(pointer)
+    }
+
+    /// Streams the file's bytes to `tmp`, at most `size` (the length the metadata announced).
+    fn download_blob(
+        &self,
+        url: &str,
+        tmp: &Path,
+        size: Option<u64>,
+        file: &str,
+    ) -> std::result::Result<(), String> {
+        let response = self
+            .request(&Self::agent(5), url)
+            .call()
+            .map_err(|e| e.to_string())?;
+        let mut out = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(tmp)
+            .map_err(|e| format!("{}: {e}", tmp.display()))?;
+        let cap = size.unwrap_or(InputKind::ModelWeights.max_bytes());
+        let mut reader = response.into_reader().take(cap + 1);
+        let mut progress = self.progress.then(DownloadProgress::new);
+        if let Some(p) = progress.as_mut() {
+            hf_hub::api::Progress::init(p, usize::try_from(cap).unwrap_or(usize::MAX), file);
+        }
+        let mut buf = vec![0u8; 1 << 16];
+        let mut written: u64 = 0;
+        loop {
+            let n = reader.read(&mut buf).map_err(|e| e.to_string())?;
+            if n == 0 {
+                break;
+            }
+            out.write_all(&buf[..n])
+                .map_err(|e| format!("{}: {e}", tmp.display()))?;
+            written += n as u64;
+            if let Some(p) = progress.as_mut() {
+                hf_hub::api::Progress::update(p, n);
+            }
+        }
+        if let Some(p) = progress.as_mut() {
+            hf_hub::api::Progress::finish(p);
+        }
+        match size {
+            Some(s) if written != s => {
+                Err(format!("the mirror announced {s} bytes and sent {written}"))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The files in a repo: the Hub's listing when online, the cached snapshot's when offline.
+    /// Every listed name is checked ([`check_file_name`]); an unsafe one is an error.
     fn list_repo(&self, model: &str, repo: &str, revision: &str) -> Result<Vec<String>> {
+        check_repo_id(repo)?;
+        check_revision(revision)?;
+        let hub_err = |reason: String| Error::Hub {
+            model: model.into(),
+            reason,
+        };
         if !self.offline {
-            let api = self.api(model)?;
-            let info = api
-                .repo(hub_repo(repo, revision))
-                .info()
-                .map_err(|e| Error::Hub {
-                    model: model.into(),
-                    reason: format!("listing the Hub repo {repo} failed: {e}"),
-                })?;
-            return Ok(info.siblings.into_iter().map(|s| s.rfilename).collect());
-        }
-        let repo_dir = self
-            .cache
-            .path()
-            .join(hub_repo(repo, revision).folder_name());
-        let commit = std::fs::read_to_string(repo_dir.join("refs").join(revision))
-            .map(|s| s.trim().to_string())
-            .map_err(|_| Error::Hub {
-                model: model.into(),
-                reason: format!(
-                    "the Hub repo {repo} (revision {revision}) is not in the local cache {} and \
-                     HF_HUB_OFFLINE is set; run `sightline models pull {model}` with network \
-                     access first",
-                    self.cache.path().display()
-                ),
+            #[derive(Deserialize)]
+            struct Sibling {
+                rfilename: String,
+            }
+            #[derive(Deserialize)]
+            struct Info {
+                siblings: Vec<Sibling>,
+            }
+            let url = format!(
+                "{}/api/models/{repo}/revision/{}",
+                self.endpoint(),
+                revision.replace('/', "%2F")
+            );
+            let response = self
+                .request(&Self::agent(5), &url)
+                .call()
+                .map_err(|e| hub_err(format!("listing the Hub repo {repo} failed: {e}")))?;
+            let mut body = Vec::new();
+            response
+                .into_reader()
+                .take(InputKind::Config.max_bytes() + 1)
+                .read_to_end(&mut body)
+                .map_err(|e| hub_err(format!("listing the Hub repo {repo} failed: {e}")))?;
+            if body.len() as u64 > InputKind::Config.max_bytes() {
+                return Err(hub_err(format!(
+                    "the listing of the Hub repo {repo} is over {} bytes",
+                    InputKind::Config.max_bytes()
+                )));
+            }
+            let info: Info = serde_json::from_slice(&body).map_err(|e| {
+                hub_err(format!(
+                    "the listing of the Hub repo {repo} is not valid: {e}"
+                ))
             })?;
-        let snapshot = repo_dir.join("snapshots").join(commit);
+            let files: Vec<String> = info.siblings.into_iter().map(|s| s.rfilename).collect();
+            for f in &files {
+                check_file_name(f).map_err(|e| {
+                    hub_err(format!("the listing of the Hub repo {repo} is unsafe: {e}"))
+                })?;
+            }
+            return Ok(files);
+        }
+        let dir = repo_dir(self.cache.path(), repo)?;
+        let commit = self.cached_commit(&dir, revision)?.ok_or_else(|| {
+            hub_err(format!(
+                "the Hub repo {repo} (revision {revision}) is not in the local cache {} and \
+                 HF_HUB_OFFLINE is set; run `sightline models pull {model}` with network \
+                 access first",
+                self.cache.path().display()
+            ))
+        })?;
+        let snapshot = dir.join("snapshots").join(commit);
+        ensure_under(self.cache.path(), &snapshot)?;
         let mut files = Vec::new();
-        list_files(&snapshot, &snapshot, &mut files);
+        list_files(&snapshot, &snapshot, 0, &mut files);
+        files.sort();
         Ok(files)
     }
 
@@ -664,23 +897,46 @@ impl Hub {
     }
 }
 
-fn hub_repo(repo: &str, revision: &str) -> Repo {
-    Repo::with_revision(repo.into(), RepoType::Model, revision.into())
+/// Links `pointer` to `blob` with a relative symlink (`../` × `depth` + `blobs/<etag>`), as the
+/// Hub cache does, or copies the blob where symlinks are not available.
+fn link_to_blob(blob: &Path, pointer: &Path, depth: usize) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        let mut target = PathBuf::new();
+        for _ in 0..depth {
+            target.push("..");
+        }
+        target.push("blobs");
+        target.push(blob.file_name().unwrap_or_default());
+        std::os::unix::fs::symlink(target, pointer)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = depth;
+        std::fs::copy(blob, pointer).map(|_| ())
+    }
 }
 
-fn list_files(root: &Path, dir: &Path, out: &mut Vec<String>) {
+/// Deepest snapshot directory level listed; the Hub's own repos are a few levels deep.
+const MAX_LISTING_DEPTH: usize = 8;
+
+/// The files under a cached snapshot, as `/`-separated relative names. Directory symlinks are
+/// not followed (a loop or an escape cannot be walked) and the depth is bounded.
+fn list_files(root: &Path, dir: &Path, depth: usize, out: &mut Vec<String>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
         let path = entry.path();
-        if path.is_dir() {
-            list_files(root, &path, out);
+        let is_real_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_real_dir {
+            if depth < MAX_LISTING_DEPTH {
+                list_files(root, &path, depth + 1, out);
+            }
         } else if let Ok(rel) = path.strip_prefix(root) {
             out.push(rel.to_string_lossy().replace('\\', "/"));
         }
     }
-    out.sort();
 }
 
 /// The shard file names of a `model.safetensors.index.json`, in order, without duplicates.
@@ -689,7 +945,7 @@ fn read_index_shards(index: &Path) -> Result<Vec<String>> {
     struct Index {
         weight_map: std::collections::BTreeMap<String, String>,
     }
-    let text = std::fs::read_to_string(index).map_err(|e| Error::io(index, e))?;
+    let text = input_file::read_string(index, InputKind::Config)?;
     let parsed: Index = serde_json::from_str(&text)
         .map_err(|e| Error::model_file(index, format!("not a safetensors index: {e}")))?;
     let mut shards: Vec<String> = parsed.weight_map.into_values().collect();
@@ -698,13 +954,10 @@ fn read_index_shards(index: &Path) -> Result<Vec<String>> {
     if shards.is_empty() {
         return Err(Error::model_file(index, "weight_map is empty"));
     }
-    if let Some(bad) = shards
-        .iter()
-        .find(|s| s.contains("..") || s.starts_with('/'))
-    {
+    if let Some(bad) = shards.iter().find(|s| check_file_name(s).is_err()) {
         return Err(Error::model_file(
             index,
-            format!("shard name {bad:?} escapes the repo"),
+            format!("shard name {bad:?} is not a safe file name inside the repo"),
         ));
     }
     Ok(shards)

@@ -73,13 +73,16 @@ pub mod error;
 pub mod eval;
 pub mod generate;
 pub mod hub;
+pub mod hub_paths;
 pub mod image;
+pub mod input_file;
 pub mod kernels;
 pub mod keys;
 pub mod model;
 pub mod planner;
 #[cfg(feature = "desktop")]
 pub mod runner;
+pub mod text_norm;
 pub mod tokenizer;
 pub mod view;
 

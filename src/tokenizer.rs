@@ -8,14 +8,26 @@ use tokenizers::Tokenizer;
 
 use crate::error::{Error, Result};
 
-/// Read a `tokenizer.json`, or a gzip-compressed `tokenizer.json.gz`.
+/// Largest decompressed `tokenizer.json.gz`: Qwen's tokenizer.json is ~11 MB; a gzip bomb
+/// (3 MB expanding to 3 GB) stops here.
+pub const MAX_TOKENIZER_JSON_BYTES: u64 = 64 << 20;
+
+/// Read a `tokenizer.json`, or a gzip-compressed `tokenizer.json.gz` (decompressed with a cap
+/// of [`MAX_TOKENIZER_JSON_BYTES`]). The file is opened through [`crate::input_file`].
 pub fn load_tokenizer(path: &Path) -> Result<Tokenizer> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let bytes = crate::input_file::read_bytes(path, crate::input_file::InputKind::Tokenizer)?;
     let json = if path.extension().is_some_and(|ext| ext == "gz") {
         let mut out = Vec::with_capacity(bytes.len() * 6);
         flate2::read::GzDecoder::new(bytes.as_slice())
+            .take(MAX_TOKENIZER_JSON_BYTES + 1)
             .read_to_end(&mut out)
             .map_err(|e| Error::Tokenizer(format!("{}: not valid gzip: {e}", path.display())))?;
+        if out.len() as u64 > MAX_TOKENIZER_JSON_BYTES {
+            return Err(Error::Tokenizer(format!(
+                "{}: decompresses to more than {MAX_TOKENIZER_JSON_BYTES} bytes",
+                path.display()
+            )));
+        }
         out
     } else {
         bytes

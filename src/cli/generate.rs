@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use sightline::decode::Sampling;
 use sightline::generate::{
     ChatGenerator, ChatRequest, GenerateOptions, Generation, StopReason, TextStream,
@@ -15,15 +15,15 @@ use sightline::generate::{
 use sightline::model::weights::LoadOptions;
 use sightline::{Qwen3Vl, VisionLanguageModel};
 
-use crate::cli::plan::{planner_options, ModelArgs};
+use crate::cli::plan::{planner_options, read_screenshot, ModelArgs};
 
 /// Exit codes of `sightline generate`.
 pub mod exit_code {
     /// The text was printed.
     pub const SUCCESS: i32 = 0;
     /// A model, tokenizer or image that cannot be read, a device that cannot be had, a
-    /// failed write of the logits. (Malformed arguments exit with clap's 2.)
-    pub const FAILED: i32 = 1;
+    /// failed write of the logits: a setup error, clap's usage code 2 like every command.
+    pub const FAILED: i32 = 2;
 }
 
 /// Arguments of `sightline generate`.
@@ -67,22 +67,20 @@ pub struct GenerateArgs {
     pub exact_weights: bool,
 }
 
-fn parse_temperature(s: &str) -> Result<f32, String> {
+/// `--temperature`, checked by the library's rule (the one `plan` uses too).
+pub fn parse_temperature(s: &str) -> Result<f32, String> {
     let t: f32 = s.parse().map_err(|e| format!("{e}"))?;
-    if t.is_finite() && t > 0.0 {
-        Ok(t)
-    } else {
-        Err("expected a number > 0 (use --greedy for greedy decoding)".into())
-    }
+    sightline::decode::check_temperature(t)
+        .map(|()| t)
+        .map_err(|_| "expected a number > 0 (use --greedy for greedy decoding)".into())
 }
 
-fn parse_top_p(s: &str) -> Result<f32, String> {
+/// `--top-p`, checked by the library's rule (the one `plan` uses too).
+pub fn parse_top_p(s: &str) -> Result<f32, String> {
     let p: f32 = s.parse().map_err(|e| format!("{e}"))?;
-    if p > 0.0 && p <= 1.0 {
-        Ok(p)
-    } else {
-        Err("expected a probability in (0, 1]".into())
-    }
+    sightline::decode::check_top_p(p)
+        .map(|()| p)
+        .map_err(|_| "expected a probability in (0, 1]".into())
 }
 
 /// Top-p mass when `--top-p` is not given.
@@ -109,11 +107,10 @@ fn generate_inner(args: &GenerateArgs) -> Result<()> {
         _ => Sampling::Greedy,
     };
     // Read the image before the model loads, so a wrong path fails at once.
-    let image = args
-        .image
-        .as_deref()
-        .map(|path| std::fs::read(path).with_context(|| format!("{}: cannot read", path.display())))
-        .transpose()?;
+    let image = args.image.as_deref().map(read_screenshot).transpose()?;
+    if let Some(path) = &args.dump_logits {
+        crate::cli::dump_path::check_output_path(path)?;
+    }
     let options = planner_options(&args.model, None)?;
     let device = options.device.resolve()?;
     let started = Instant::now();
@@ -183,7 +180,7 @@ fn generate_inner(args: &GenerateArgs) -> Result<()> {
     writeln!(stdout, "{rest}")?;
     stdout.flush()?;
     if let Some(path) = &args.dump_logits {
-        generation.save_logits(path)?;
+        crate::cli::dump_path::write_replacing_regular(path, |tmp| generation.save_logits(tmp))?;
     }
     eprintln!("{}", stats_line(&generation, &generator));
     Ok(())

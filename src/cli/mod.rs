@@ -2,6 +2,7 @@
 //! it, returning the process exit code.
 
 pub mod bench;
+pub mod dump_path;
 #[cfg(feature = "desktop")]
 pub mod eval;
 pub mod generate;

@@ -12,8 +12,8 @@ pub mod exit_code {
     /// Done.
     pub const SUCCESS: i32 = 0;
     /// A download or resolution failed (offline with nothing cached, network error, missing
-    /// file).
-    pub const FAILED: i32 = 1;
+    /// file, a mirror's unsafe answer): a setup error, the same code every command uses.
+    pub const FAILED: i32 = 2;
     /// An unknown model id or malformed argument (clap's usage-error code).
     pub const USAGE: i32 = 2;
 }
@@ -48,23 +48,26 @@ pub enum ModelsCommand {
     },
 }
 
-/// Runs `sightline models` on stdout and returns the exit code.
+/// Runs `sightline models` on stdout (errors on stderr) and returns the exit code.
 pub fn models(args: &ModelsArgs) -> i32 {
     let mut stdout = std::io::stdout();
-    models_with(args, &Hub::from_env(), &mut stdout)
+    let result = dispatch(args, &Hub::from_env(), &mut stdout);
+    exit_for(result, &mut std::io::stderr())
 }
 
-/// Runs `sightline models` with a given Hub client and output, and returns the exit code.
-pub fn models_with(args: &ModelsArgs, hub: &Hub, out: &mut dyn Write) -> i32 {
-    let result = match &args.command {
+fn dispatch(args: &ModelsArgs, hub: &Hub, out: &mut dyn Write) -> sightline::Result<()> {
+    match &args.command {
         ModelsCommand::List => list(hub, out),
         ModelsCommand::Pull { id } => pull(hub, id, out),
         ModelsCommand::Info { id } => info(hub, id, out),
-    };
+    }
+}
+
+fn exit_for(result: sightline::Result<()>, errors: &mut dyn Write) -> i32 {
     match result {
         Ok(()) => exit_code::SUCCESS,
         Err(e) => {
-            let _ = writeln!(out, "error: {e}");
+            let _ = writeln!(errors, "error: {e}");
             match e {
                 sightline::Error::Hub { ref reason, .. } if reason.starts_with("unknown") => {
                     exit_code::USAGE

@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use cel_contracts::{AttemptRecord, PlanningView};
 use serde::de::DeserializeOwned;
+use sightline::decode::{check_top_p, Sampling};
+use sightline::image::{InputLimits, MAX_VISUAL_TOKENS};
+use sightline::input_file::{self, InputKind};
 use sightline::planner::{LocalPlanner, PlannerOptions, Turn, TurnStats};
 
 use crate::cli::resolve::{self, resolve_model, ModelSettings};
@@ -33,8 +36,8 @@ pub struct ModelArgs {
     /// Quantize a safetensors model while loading: q8_0, q6k, q5k, q4k.
     #[arg(long)]
     pub quantize: Option<String>,
-    /// Most visual tokens per screenshot (default: the model manifest's budget).
-    #[arg(long)]
+    /// Most visual tokens per screenshot, 1 to 100,000 (default: the model manifest's budget).
+    #[arg(long, value_parser = parse_visual_tokens)]
     pub max_visual_tokens: Option<usize>,
 }
 
@@ -123,23 +126,61 @@ fn report(result: Result<i32>) -> i32 {
     })
 }
 
+/// `--max-visual-tokens`: 1 to [`MAX_VISUAL_TOKENS`], so 0 and absurd values are usage
+/// errors naming the flag (clap prints it and exits 2), never a wrapped budget.
+pub fn parse_visual_tokens(s: &str) -> std::result::Result<usize, String> {
+    let n: usize = s.parse().map_err(|e| format!("{e}"))?;
+    if (1..=MAX_VISUAL_TOKENS).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!("expected 1 to {MAX_VISUAL_TOKENS} visual tokens"))
+    }
+}
+
 fn plan_inner(args: &PlanArgs) -> Result<()> {
+    // Every input is read and checked before the model loads: a bad file is reported at
+    // once, naming it, not after a load of many seconds.
+    let sampling = match (args.temperature, args.seed) {
+        (Some(temperature), Some(seed)) => Some(Sampling::top_p(temperature, args.top_p, seed)?),
+        _ => {
+            check_top_p(args.top_p)?;
+            None
+        }
+    };
     let view = match &args.view {
-        Some(path) => read_json::<PlanningView>(path, "view")?,
+        Some(path) => read_json::<PlanningView>(path, InputKind::View)?,
         None => sightline::view::empty_view(&args.goal),
     };
     let history: Vec<AttemptRecord> = match &args.history {
-        Some(path) => read_json(path, "history")?,
+        Some(path) => read_json(path, InputKind::History)?,
         None => Vec::new(),
     };
     let memory = match &args.memory {
-        Some(path) => read_json(path, "memory")?,
+        Some(path) => read_json(path, InputKind::Memory)?,
         None => serde_json::Value::Null,
     };
-    let screenshot = args.screenshot.as_deref().map(read_file).transpose()?;
+    let screenshot = args
+        .screenshot
+        .as_deref()
+        .map(read_screenshot)
+        .transpose()?;
+    // The clarify rule needs no model: answer before resolving or loading one (the planner
+    // would give the same answer as its first step, after a load of seconds).
+    if let Some(question) = sightline::planner::clarify::clarify_question(&args.goal, &view) {
+        println!(
+            "{}",
+            serde_json::to_string(&cel_contracts::NextMove::Clarify { question })?
+        );
+        if args.stats {
+            eprintln!(
+                "clarify    answered by the clarify rule before any model loaded: 0 forward passes"
+            );
+        }
+        return Ok(());
+    }
     let mut options = planner_options(&args.model, None)?;
-    if let (Some(temperature), Some(seed)) = (args.temperature, args.seed) {
-        options = options.with_sampling(temperature, args.top_p, seed);
+    if let Some(sampling) = sampling {
+        options.decode.sampling = sampling;
     }
     options.grammar.limits.thought_tokens = args.think_tokens;
     let planner = LocalPlanner::load(&options)?;
@@ -163,10 +204,10 @@ fn plan_inner(args: &PlanArgs) -> Result<()> {
 
 fn verify_inner(args: &VerifyArgs) -> Result<i32> {
     let view = match &args.view {
-        Some(path) => read_json::<PlanningView>(path, "view")?,
+        Some(path) => read_json::<PlanningView>(path, InputKind::View)?,
         None => sightline::view::empty_view(&args.goal),
     };
-    let screenshot = read_file(&args.screenshot)?;
+    let screenshot = read_screenshot(&args.screenshot)?;
     let mut options = planner_options(&args.model, args.grader_head.clone())?;
     options.grader_threshold = args.threshold;
     let planner = LocalPlanner::load(&options)?;
@@ -207,14 +248,20 @@ pub fn planner_options(args: &ModelArgs, grader_head: Option<PathBuf>) -> Result
     Ok(options)
 }
 
-fn read_file(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).with_context(|| format!("{}: cannot read", path.display()))
+/// Reads a screenshot or image through [`input_file`] and decodes it once to check it, so a
+/// bad image is an error naming the file before any model loads.
+pub fn read_screenshot(path: &Path) -> Result<Vec<u8>> {
+    let bytes = input_file::read_bytes(path, InputKind::Image)?;
+    sightline::image::decode(&bytes, &InputLimits::default())
+        .with_context(|| format!("{}", path.display()))?;
+    Ok(bytes)
 }
 
 /// Read a JSON file into `T`; the error names the file and whether it is not JSON at all or
 /// JSON of the wrong shape.
-fn read_json<T: DeserializeOwned>(path: &Path, what: &str) -> Result<T> {
-    let bytes = read_file(path)?;
+pub fn read_json<T: DeserializeOwned>(path: &Path, kind: InputKind) -> Result<T> {
+    let what = kind.name();
+    let bytes = input_file::read_bytes(path, kind)?;
     let value: serde_json::Value = serde_json::from_slice(&bytes)
         .with_context(|| format!("{} ({what}): not JSON", path.display()))?;
     serde_json::from_value(value)

@@ -112,13 +112,25 @@ impl<'a> RunEnv<'a> {
 }
 
 /// Runs `sightline run` on the terminal and returns the exit code.
+/// Progress and the outcome go to stdout, a setup error to stderr.
 pub fn run(args: &RunArgs, model_planner: Option<&PlannerFactory>) -> i32 {
     let mut stdout = std::io::stdout();
-    run_with(args, model_planner, RunEnv::terminal(&mut stdout))
+    let mut stderr = std::io::stderr();
+    run_reporting(
+        args,
+        model_planner,
+        RunEnv::terminal(&mut stdout),
+        &mut stderr,
+    )
 }
 
-/// Runs `sightline run` with the given environment and returns the exit code.
-pub fn run_with(args: &RunArgs, model_planner: Option<&PlannerFactory>, env: RunEnv<'_>) -> i32 {
+/// Runs `sightline run` in `env`, printing a setup error on `errors`; returns the exit code.
+fn run_reporting(
+    args: &RunArgs,
+    model_planner: Option<&PlannerFactory>,
+    env: RunEnv<'_>,
+    errors: &mut dyn Write,
+) -> i32 {
     let RunEnv {
         out,
         prompt,
@@ -131,7 +143,7 @@ pub fn run_with(args: &RunArgs, model_planner: Option<&PlannerFactory>, env: Run
             exit_code_for(&report)
         }
         Err(e) => {
-            let _ = writeln!(out, "error: {}", crate::cli::error_line(&e));
+            let _ = writeln!(errors, "error: {}", crate::cli::error_line(&e));
             exit_code::USAGE_OR_SETUP
         }
     }

@@ -39,7 +39,7 @@ pub use decoder::{
     Decoded, DecodedMove,
 };
 pub use grammar::{Grammar, GrammarEngine};
-pub use sampler::{Sampler, Sampling};
+pub use sampler::{check_temperature, check_top_p, Sampler, Sampling};
 pub use schema::{
     coordinate_regex, parse_coordinate_target, selected_elements, ActionKind, Capabilities,
     GrammarLimits, GrammarOptions, MoveSpec, StringCaps, CAPABILITY_CDP_PREFIX,

@@ -25,6 +25,43 @@ pub enum Sampling {
     },
 }
 
+impl Sampling {
+    /// Nucleus sampling, validated: `temperature` finite and > 0, `top_p` in (0, 1]. Every
+    /// command that samples (`plan`, `generate`, the library's options) goes through this, so
+    /// `nan`, `inf` or a negative value is one error everywhere.
+    pub fn top_p(temperature: f32, top_p: f32, seed: u64) -> crate::Result<Self> {
+        check_temperature(temperature)?;
+        check_top_p(top_p)?;
+        Ok(Sampling::TopP {
+            temperature,
+            top_p,
+            seed,
+        })
+    }
+}
+
+/// A sampling temperature must be finite and > 0 (greedy decoding is its own mode).
+pub fn check_temperature(temperature: f32) -> crate::Result<()> {
+    if temperature.is_finite() && temperature > 0.0 {
+        Ok(())
+    } else {
+        Err(crate::Error::InvalidInput(format!(
+            "temperature {temperature}: expected a finite number > 0 (greedy decoding needs no temperature)"
+        )))
+    }
+}
+
+/// A nucleus mass must be in (0, 1].
+pub fn check_top_p(top_p: f32) -> crate::Result<()> {
+    if top_p > 0.0 && top_p <= 1.0 {
+        Ok(())
+    } else {
+        Err(crate::Error::InvalidInput(format!(
+            "top-p {top_p}: expected a probability in (0, 1]"
+        )))
+    }
+}
+
 /// A sampler with its random state; one per decode.
 #[derive(Debug)]
 pub struct Sampler {

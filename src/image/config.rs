@@ -55,6 +55,11 @@ pub const DEFAULT_MAX_INPUT_SIDE: u32 = 32_768;
 /// three times over.
 pub const DEFAULT_MAX_INPUT_PIXELS: u64 = 100_000_000;
 
+/// The largest visual-token budget a caller may ask for: the default input-pixel limit in
+/// tokens of the smallest Qwen3-VL factor (32 × 32 pixels), rounded up. More would never be
+/// used, so a larger `--max-visual-tokens` is a usage error, not a silent clamp.
+pub const MAX_VISUAL_TOKENS: usize = 100_000;
+
 /// Bounds on an input image, checked before it is decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InputLimits {
@@ -211,7 +216,7 @@ impl PreprocessConfig {
     /// file and the key.
     pub fn from_preprocessor_json(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let text = crate::input_file::read_string(path, crate::input_file::InputKind::Config)?;
         let raw: RawPreprocessorConfig = serde_json::from_str(&text)
             .map_err(|e| Error::model_file(path, format!("not a preprocessor config: {e}")))?;
         Self::from_raw(&raw).map_err(|e| match e {
@@ -290,7 +295,11 @@ impl PreprocessConfig {
     #[must_use]
     pub fn with_max_tokens(mut self, tokens: usize) -> Self {
         let factor = self.factor() as u64;
-        self.max_pixels = tokens as u64 * factor * factor;
+        // Saturating: a budget too large to express in pixels means "no tighter cap", never
+        // a wrap to a tiny one (callers validate against MAX_VISUAL_TOKENS first).
+        self.max_pixels = (tokens as u64)
+            .saturating_mul(factor)
+            .saturating_mul(factor);
         self.min_pixels = self.min_pixels.min(self.max_pixels);
         self
     }
@@ -448,10 +457,11 @@ impl PreprocessConfig {
 
 fn three_channels(key: &str, values: &[f32]) -> Result<[f32; 3]> {
     match values {
-        [v] => Ok([*v; 3]),
+        // One value is refused rather than broadcast: the reference (transformers) indexes
+        // three channels, and a one-entry list is more likely a truncated file than intent.
         [r, g, b] => Ok([*r, *g, *b]),
         _ => Err(Error::Config(format!(
-            "{key} has {} values, expected 3 (or 1 for all channels)",
+            "{key} has {} values, expected 3 (one per RGB channel)",
             values.len()
         ))),
     }

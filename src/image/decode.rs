@@ -3,10 +3,16 @@
 //!
 //! The reference (transformers' `convert_to_rgb` on a Pillow image) composites any
 //! transparency over white with Pillow's integer `alpha_composite`, takes the high byte
-//! of 16-bit colour channels (how Pillow loads 16-bit RGB/RGBA/LA PNGs), and — a Pillow
-//! quirk kept for parity — saturates 16-bit grayscale at 255 (Pillow loads it as `I;16`,
-//! whose conversion to RGB clips instead of scaling). Every case is checked against
-//! Pillow by `tests/all/image_preprocess.rs`.
+//! of 16-bit colour channels (how Pillow loads 16-bit RGB/RGBA/LA PNGs). One deliberate
+//! difference: Pillow loads 16-bit grayscale as `I;16`, whose conversion to RGB clips each
+//! value at 255, so almost every pixel of a real 16-bit screenshot turns white; Sightline
+//! takes the high byte there too (scaling, like the colour formats), a faithful image
+//! instead of a silent wrong answer. Every other case is checked against Pillow by
+//! `tests/all/image_preprocess.rs`.
+//!
+//! A decompression bomb (a small PNG declaring a huge canvas) is refused from its header:
+//! the side and pixel limits of [`InputLimits`], and [`MAX_DECODED_IMAGE_BYTES`] on the
+//! buffer the decoder would allocate (width × height × bytes per pixel), before decoding.
 
 use std::borrow::Cow;
 use std::io::Cursor;
@@ -15,6 +21,10 @@ use image::{DynamicImage, ImageDecoder, ImageError, ImageFormat, ImageReader, Rg
 
 use super::config::InputLimits;
 use crate::error::{Error, Result};
+
+/// Largest pixel buffer a screenshot may decode to: an 8K RGBA screenshot is 133 MB, the
+/// same at 16 bits 265 MB; a 10,000 × 10,000 16-bit RGBA bomb (800 MB) is refused.
+pub const MAX_DECODED_IMAGE_BYTES: u64 = 512 << 20;
 
 /// Decodes PNG or JPEG `bytes`, checking the size in the header against `limits`
 /// before any pixel buffer is allocated.
@@ -50,6 +60,13 @@ pub fn decode(bytes: &[u8], limits: &InputLimits) -> Result<DynamicImage> {
     let decoder = reader.into_decoder().map_err(decode_error)?;
     let (width, height) = decoder.dimensions();
     limits.check(width, height)?;
+    let decoded_bytes = decoder.total_bytes();
+    if decoded_bytes > MAX_DECODED_IMAGE_BYTES {
+        return Err(Error::Image(format!(
+            "image is {width}×{height} and would decode to {decoded_bytes} bytes, over the \
+             {MAX_DECODED_IMAGE_BYTES} byte limit"
+        )));
+    }
     DynamicImage::from_decoder(decoder).map_err(decode_error)
 }
 
@@ -101,9 +118,9 @@ pub fn to_rgb(image: &DynamicImage) -> Result<Cow<'_, RgbImage>> {
         }
         DynamicImage::ImageRgba8(img) => rgba_over_white(img.as_raw(), &mut out),
         DynamicImage::ImageLuma16(img) => {
-            // Pillow's I;16 → RGB saturates rather than scales.
+            // Scaled like the colour formats, not clipped as Pillow's I;16 is (module doc).
             for &l in img.as_raw() {
-                let l = l.min(255) as u8;
+                let l = high_byte(l);
                 out.extend_from_slice(&[l, l, l]);
             }
         }

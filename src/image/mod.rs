@@ -51,9 +51,9 @@ pub use config::{
     InputLimits, PreprocessConfig, RawPreprocessorConfig, RawSize, DEFAULT_IMAGE_MEAN,
     DEFAULT_IMAGE_STD, DEFAULT_MAX_INPUT_PIXELS, DEFAULT_MAX_INPUT_SIDE, DEFAULT_MAX_TOKENS,
     DEFAULT_MERGE_SIZE, DEFAULT_MIN_TOKENS, DEFAULT_PATCH_SIZE, DEFAULT_RESCALE_FACTOR,
-    DEFAULT_TEMPORAL_PATCH_SIZE, MAX_ASPECT_RATIO,
+    DEFAULT_TEMPORAL_PATCH_SIZE, MAX_ASPECT_RATIO, MAX_VISUAL_TOKENS,
 };
-pub use decode::{decode, decode_rgb, to_rgb};
+pub use decode::{decode, decode_rgb, to_rgb, MAX_DECODED_IMAGE_BYTES};
 pub use resize::resize_bicubic;
 
 use crate::error::Result;

@@ -81,6 +81,7 @@ pub trait VisionLanguageModel: Send {
     fn lm_head_rows(&self, ids: &[u32]) -> Result<Tensor>;
 }
 
+pub mod file_checks;
 pub mod kv_cache;
 pub mod qwen3_vl;
 pub mod weights;

@@ -5,19 +5,30 @@
 //!
 //! 1. **Destructive without confirmation.** The goal orders a destructive act — one of
 //!    [`DESTRUCTIVE_VERBS`] used as a command (at the start of the goal or of a clause, or
-//!    after "please", "to", "and", "then") — and its text carries none of
-//!    [`CONFIRMATIONS`]. "Delete old.txt" asks; "Delete old.txt, I confirm" acts.
+//!    after "please", "kindly", "could you", "to", "and", "then"…), or one of the destructive
+//!    phrasings ("empty the trash", "move … to the trash", "factory reset", "drop … database")
+//!    — and its text carries none of [`CONFIRMATIONS`] affirmatively. "Delete old.txt" asks;
+//!    "Delete old.txt, I confirm" acts; "Delete old.txt (not confirmed)" and "…, unconfirmed"
+//!    ask (see [`crate::text_norm::affirms`]).
 //! 2. **Unresolved referent.** The goal's object is a bare pronoun ("delete it", "open
 //!    that", "send them") and the view has no focused or selected element it could mean.
+//!
+//! The goal is read through [`crate::text_norm::normalize`] first (NFKC, look-alike letters
+//! folded, invisible characters dropped, lower case), the same step the runner's gate uses, so
+//! "Dеlete" with a Cyrillic `е` or a full-width "Ｄｅｌｅｔｅ" is "delete".
 //!
 //! Judgement calls, chosen and tested: a destructive word used as a name is not an order
 //! ("open the Delete dialog help page", "read the Send button's tooltip" act normally);
 //! "that"/"this" followed by a noun is a determiner, not a pronoun ("click that button").
+//! The rule is a seatbelt for honest goals, not a sandbox: a goal can always be worded so no
+//! list of verbs matches it, which is why the runner gates each step as well.
 
 use cel_contracts::PlanningView;
 
+use crate::text_norm::{affirms, normalize};
+
 /// Verbs that order a destructive or irreversible act.
-pub const DESTRUCTIVE_VERBS: [&str; 14] = [
+pub const DESTRUCTIVE_VERBS: [&str; 25] = [
     "delete",
     "remove",
     "erase",
@@ -31,22 +42,64 @@ pub const DESTRUCTIVE_VERBS: [&str; 14] = [
     "submit",
     "uninstall",
     "format",
+    "reformat",
     "discard",
+    "destroy",
+    "shred",
+    "trash",
+    "purge",
+    "nuke",
+    "obliterate",
+    "rm",
+    "unlink",
+    "rmdir",
+    "factory-reset",
 ];
 
-/// Phrases that count as the user's explicit confirmation.
-pub const CONFIRMATIONS: [&str; 7] = [
+/// Phrases that count as the user's explicit confirmation, when affirmative (not negated).
+pub const CONFIRMATIONS: [&str; 8] = [
     "i confirm",
     "confirmed",
-    "yes, ",
+    "i am sure",
+    "i'm sure",
     "without asking",
     "no need to ask",
     "don't ask",
     "do not ask",
 ];
 
-/// Words after which a destructive verb is a command, not a name ("to" is handled apart).
-const CLAUSE_OPENERS: [&str; 6] = ["please", "and", "then", "also", "now", "just"];
+/// Words after which a destructive verb is a command, not a name ("to" is handled apart):
+/// clause openers and the polite forms ("could you delete", "kindly delete").
+const CLAUSE_OPENERS: [&str; 14] = [
+    "please",
+    "and",
+    "then",
+    "also",
+    "now",
+    "just",
+    "kindly",
+    "you",
+    "pls",
+    "plz",
+    "simply",
+    "immediately",
+    "go",
+    "let's",
+];
+
+/// Words that make "empty …" or "move … to …" a deletion.
+const TRASH_WORDS: [&str; 5] = ["trash", "bin", "recycle", "wastebasket", "garbage"];
+
+/// Objects that make "drop …" a deletion ("drop the production database").
+const DROP_OBJECTS: [&str; 7] = [
+    "database",
+    "databases",
+    "db",
+    "table",
+    "tables",
+    "schema",
+    "collection",
+];
 
 /// Words that turn "to <verb>" into a question about the act.
 const QUESTION_WORDS: [&str; 6] = ["how", "what", "where", "when", "whether", "why"];
@@ -61,10 +114,10 @@ const PRONOUNS: [&str; 6] = ["it", "that", "this", "them", "those", "these"];
 
 /// The question to ask instead of acting, or `None` when the goal can be attempted.
 pub fn clarify_question(goal: &str, view: &PlanningView) -> Option<String> {
-    let lower = goal.to_lowercase();
-    let words = tokens(&lower);
+    let normalized = normalize(goal);
+    let words = tokens(&normalized);
     let destructive = destructive_command(&words);
-    let confirmed = CONFIRMATIONS.iter().any(|c| lower.contains(c));
+    let confirmed = affirms(&normalized, &CONFIRMATIONS) || starts_with_yes(&words);
     let dangling = dangling_pronoun(&words) && !view_has_referent(view);
     match (destructive, confirmed, dangling) {
         (Some(verb), false, true) => Some(format!(
@@ -95,7 +148,7 @@ fn tokens(text: &str) -> Vec<Token<'_>> {
         match (in_word, start) {
             (true, None) => start = Some(i),
             (false, Some(s)) => {
-                out.push(Token::Word(&text[s..i]));
+                push_word(&mut out, &text[s..i]);
                 start = None;
             }
             _ => {}
@@ -105,28 +158,73 @@ fn tokens(text: &str) -> Vec<Token<'_>> {
         }
     }
     if let Some(s) = start {
-        out.push(Token::Word(&text[s..]));
+        push_word(&mut out, &text[s..]);
     }
     out
 }
 
-/// The destructive verb the goal uses as a command, if any.
+/// Pushes a word with quotes, dashes and underscores around it split off (`'delete` is
+/// `delete`, `-rf` is `rf`).
+fn push_word<'a>(out: &mut Vec<Token<'a>>, word: &'a str) {
+    let word = word.trim_matches(|c| matches!(c, '\'' | '-' | '_'));
+    if !word.is_empty() {
+        out.push(Token::Word(word));
+    }
+}
+
+/// "Yes, delete …" / "yes delete …": an explicit yes opening the goal.
+fn starts_with_yes(words: &[Token<'_>]) -> bool {
+    matches!(words.first(), Some(Token::Word("yes")))
+}
+
+/// Whether the word at `i` is in command position: first in the goal or a clause, after an
+/// opener or a polite form, or after "to" that no question word precedes ("how to remove a
+/// user" asks about the act; "go there to remove it" orders it).
+fn commanded(words: &[Token<'_>], i: usize) -> bool {
+    match i.checked_sub(1).map(|j| &words[j]) {
+        None | Some(Token::Boundary) => true,
+        Some(Token::Word("to")) => !matches!(
+            i.checked_sub(2).map(|j| &words[j]),
+            Some(Token::Word(w)) if QUESTION_WORDS.contains(w)
+        ),
+        Some(Token::Word(prev)) => CLAUSE_OPENERS.contains(prev),
+    }
+}
+
+/// The words of the clause around position `i` (up to the boundaries on each side).
+fn clause_words<'a>(words: &'a [Token<'a>], i: usize) -> impl Iterator<Item = &'a str> + 'a {
+    let start = words[..i]
+        .iter()
+        .rposition(|t| *t == Token::Boundary)
+        .map_or(0, |b| b + 1);
+    let end = words[i..]
+        .iter()
+        .position(|t| *t == Token::Boundary)
+        .map_or(words.len(), |b| i + b);
+    words[start..end].iter().filter_map(|t| match t {
+        Token::Word(w) => Some(*w),
+        Token::Boundary => None,
+    })
+}
+
+/// The destructive act the goal orders, if any, as a verb for the question.
 fn destructive_command(words: &[Token<'_>]) -> Option<&'static str> {
     words.iter().enumerate().find_map(|(i, token)| {
         let Token::Word(word) = token else {
             return None;
         };
-        let verb = DESTRUCTIVE_VERBS.iter().find(|v| *v == word)?;
-        let commanded = match i.checked_sub(1).map(|j| &words[j]) {
-            None | Some(Token::Boundary) => true,
-            // "how to remove a user" asks about the act; "go there to remove it" orders it.
-            Some(Token::Word("to")) => !matches!(
-                i.checked_sub(2).map(|j| &words[j]),
-                Some(Token::Word(w)) if QUESTION_WORDS.contains(w)
-            ),
-            Some(Token::Word(prev)) => CLAUSE_OPENERS.contains(prev),
-        };
-        commanded.then_some(*verb)
+        if !commanded(words, i) {
+            return None;
+        }
+        let in_clause = |set: &[&str]| clause_words(words, i).any(|w| set.contains(&w));
+        match *word {
+            "empty" | "move" if in_clause(&TRASH_WORDS) => Some("trash"),
+            "drop" if in_clause(&DROP_OBJECTS) => Some("drop"),
+            "factory" if matches!(words.get(i + 1), Some(Token::Word("reset"))) => {
+                Some("factory-reset")
+            }
+            _ => DESTRUCTIVE_VERBS.iter().find(|v| *v == word).copied(),
+        }
     })
 }
 
@@ -206,6 +304,27 @@ mod tests {
             "open that",
             "Move it to the trash",
             "rename this",
+            "Delete old.txt (not confirmed)",
+            "Delete old.txt, unconfirmed",
+            "Delete old.txt, I don't confirm",
+            "Delete old.txt without confirmation",
+            "Could you delete old.txt",
+            "Can you delete old.txt?",
+            "Kindly delete old.txt",
+            "Would you please delete old.txt",
+            "rm -rf my home folder",
+            "Empty the trash",
+            "Move all my files to the trash",
+            "Destroy the backups",
+            "Shred secret.pdf",
+            "Trash the old photos",
+            "Reformat the USB drive",
+            "Factory reset the phone",
+            "Drop the production database",
+            "D\u{0435}lete old.txt",
+            "\u{FF24}\u{FF45}\u{FF4C}\u{FF45}\u{FF54}\u{FF45} old.txt",
+            "De\u{200B}lete old.txt",
+            "'Delete' old.txt",
         ] {
             assert!(clarify_question(goal, &view(false)).is_some(), "{goal}");
         }
@@ -226,6 +345,11 @@ mod tests {
             "Find out how to remove a user",
             "Scroll down to the Format menu",
             "What is this?",
+            "Open the Delete Files help page",
+            "Read the price of the first item",
+            "type echo hello",
+            "Don't delete anything; open the Downloads folder",
+            "Delete old.txt (confirmed)",
         ] {
             assert_eq!(clarify_question(goal, &view(false)), None, "{goal}");
         }

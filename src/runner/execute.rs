@@ -83,7 +83,9 @@ impl Runner {
             }
             let seen = self.seen_targets(&step.action, elements, &geometry);
             let seen_of = |id: &str| seen.iter().find(|f| f.0 == id).map(|f| f.1.clone());
-            if let Some(refusal) = safety::check_step_seen(goal, step, view, &seen_of) {
+            if let Some(refusal) =
+                safety::check_batch_step(goal, purpose, steps, index, view, &seen_of)
+            {
                 observer.on_refusal(step, &refusal.message);
                 let result = StepResult::Err {
                     message: refusal.message.clone(),

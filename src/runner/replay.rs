@@ -43,7 +43,7 @@ impl ReplayPlanner {
         } else {
             path.to_path_buf()
         };
-        let text = std::fs::read_to_string(&file).map_err(|e| Error::io(&file, e))?;
+        let text = crate::input_file::read_string(&file, crate::input_file::InputKind::Replay)?;
         Self::from_jsonl(&text, &file.display().to_string())
     }
 

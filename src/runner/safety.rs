@@ -14,6 +14,7 @@ use super::coords::{parse_xy_target, InputPoint, ScreenGeometry};
 use super::elements::ElementFacts;
 use super::input::{parse_key_chord, parse_key_combo};
 use crate::error::{Error, Result};
+use crate::text_norm::{affirms, normalize, words};
 
 // ─── Stop flag (Ctrl-C) ─────────────────────────────────────────────────────
 
@@ -218,26 +219,26 @@ fn kind_words(kind: DestructiveKind) -> &'static [&'static str] {
 }
 
 /// Whether the goal explicitly confirms a destructive step of this kind: it must carry a
-/// confirmation marker ("I confirm", "confirmed", …) and name the act (the trigger word, or a
-/// word of the kind such as "delete" for deletions).
+/// confirmation marker ("I confirm", "confirmed", …) affirmatively — not negated ("not
+/// confirmed", "I don't confirm", "unconfirmed" do not count; see
+/// [`crate::text_norm::affirms`]) — and name the act (the trigger, or a word of the kind such
+/// as "delete" for deletions). The goal is read through [`normalize`].
 pub fn goal_confirms(goal: &str, kind: DestructiveKind, trigger: &str) -> bool {
-    let goal = goal.to_lowercase();
-    let marked = CONFIRMATION_MARKERS.iter().any(|m| goal.contains(m));
-    let trigger = trigger.to_lowercase();
+    let goal = normalize(goal);
+    let marked = affirms(&goal, CONFIRMATION_MARKERS);
+    let trigger = normalize(trigger);
     // Kind words match whole words: "confirm the" must not count as naming `rm`.
-    let words: Vec<&str> = goal
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .collect();
+    let goal_words = words(&goal);
     let named = (!trigger.is_empty() && goal.contains(&trigger))
-        || kind_words(kind).iter().any(|w| words.contains(w));
+        || kind_words(kind).iter().any(|w| goal_words.contains(w));
     marked && named
 }
 
 /// Checks a step against the gate. Returns the refusal when the step is destructive and the
-/// goal does not confirm it; `None` lets it run.
+/// goal does not confirm it; `None` lets it run. This judges the step alone; the runner uses
+/// [`check_batch_step`], which also sees the command line typed by the earlier steps.
 pub fn check_step(goal: &str, step: &Step, view: &PlanningView) -> Option<Refusal> {
-    check_step_seen(goal, step, view, &|_| None)
+    check_batch_step(goal, "", std::slice::from_ref(step), 0, view, &|_| None)
 }
 
 /// [`check_step`] with what the screen says each target is (`seen`: target id → the element's
@@ -249,13 +250,34 @@ pub fn check_step_seen(
     view: &PlanningView,
     seen: &dyn Fn(&str) -> Option<ElementFacts>,
 ) -> Option<Refusal> {
-    let found = action_trigger(&step.action, &step.purpose, view, seen)?;
-    let (kind, trigger) = found;
+    check_batch_step(goal, "", std::slice::from_ref(step), 0, view, seen)
+}
+
+/// Checks step `index` of a batch: the step itself (chords, clicks, typed text, judged with
+/// what the screen says each target is, as [`check_step_seen`]), and the command line the
+/// batch has typed so far. Typed text is concatenated across the batch's steps, an Enter key
+/// adding a newline, so `rm` typed in one step and ` -rf ~` in the next are judged as the one
+/// line `rm -rf ~`. `batch_purpose` stands in for a coordinate click's missing purpose.
+pub fn check_batch_step(
+    goal: &str,
+    batch_purpose: &str,
+    steps: &[Step],
+    index: usize,
+    view: &PlanningView,
+    seen: &dyn Fn(&str) -> Option<ElementFacts>,
+) -> Option<Refusal> {
+    let step = steps.get(index)?;
+    let found = action_trigger(&step.action, &step.purpose, batch_purpose, view, seen)
+        .or_else(|| typed_line_trigger(&steps[..=index]));
+    let (kind, trigger) = found?;
+    if goal_names_redirect_target(goal, &trigger) {
+        return None;
+    }
     if goal_confirms(goal, kind, &trigger) {
         return None;
     }
     let what = match kind {
-        DestructiveKind::Deletes => format!("`{trigger}` deletes data"),
+        DestructiveKind::Deletes => format!("`{trigger}` deletes or overwrites data"),
         DestructiveKind::ClosesWithoutSaving => {
             format!("`{trigger}` closes a window or app and may discard unsaved work")
         }
@@ -280,9 +302,58 @@ pub fn check_step_seen(
     })
 }
 
+/// Whether the trigger is a `>` redirection onto a file the goal itself names ("write hello
+/// into hello.txt" → `echo hello > hello.txt`): writing the file the user asked for is the task,
+/// not a destructive side effect. Any other truncating redirection needs a confirmation.
+fn goal_names_redirect_target(goal: &str, trigger: &str) -> bool {
+    let Some(target) = trigger.strip_prefix("> ") else {
+        return false;
+    };
+    let name = normalize(target.rsplit('/').next().unwrap_or(target));
+    !name.is_empty() && normalize(goal).contains(&name)
+}
+
+/// The deleting command in the text the steps type, concatenated (an Enter key is a newline).
+fn typed_line_trigger(steps: &[Step]) -> Option<(DestructiveKind, String)> {
+    let mut line = String::new();
+    for step in steps {
+        append_typed(&step.action, &mut line);
+    }
+    delete_command_in(&line).map(|t| (DestructiveKind::Deletes, t))
+}
+
+fn append_typed(action: &PlannedAction, line: &mut String) {
+    match action {
+        PlannedAction::Type { text, .. } => line.push_str(text),
+        PlannedAction::Key { key } if is_enter(key) => line.push('\n'),
+        PlannedAction::KeyCombo { keys } if keys.len() == 1 && is_enter(&keys[0]) => {
+            line.push('\n')
+        }
+        PlannedAction::Batch { actions } => actions.iter().for_each(|a| append_typed(a, line)),
+        _ => {}
+    }
+}
+
+fn is_enter(key: &str) -> bool {
+    matches!(
+        key.trim().to_lowercase().as_str(),
+        "enter" | "return" | "kp_enter" | "\n"
+    )
+}
+
+/// Whether a text — a control's accessible name, a label, a click's purpose — names an
+/// irreversible commitment (Delete, Pay, Send, "Don't save", …), judged after [`normalize`]
+/// (look-alike letters, full-width forms, invisible characters, quotes around the word).
+/// Returns the word or phrase found. The runner's gate uses it for every click; callers that
+/// know the real element name judge that name with it too.
+pub fn destructive_text(text: &str) -> Option<String> {
+    commit_word_in(text)
+}
+
 fn action_trigger(
     action: &PlannedAction,
     purpose: &str,
+    batch_purpose: &str,
     view: &PlanningView,
     seen: &dyn Fn(&str) -> Option<ElementFacts>,
 ) -> Option<(DestructiveKind, String)> {
@@ -292,28 +363,33 @@ fn action_trigger(
             .or_else(|| {
                 target_id
                     .as_deref()
-                    .and_then(|id| click_trigger(id, purpose, view, seen))
+                    .and_then(|id| click_trigger(id, purpose, batch_purpose, view, seen))
             }),
-        PlannedAction::Key { key } => parse_key_chord(key)
-            .ok()
-            .and_then(|k| chord_trigger(&k, key)),
-        PlannedAction::KeyCombo { keys } => parse_key_combo(keys)
-            .ok()
-            .and_then(|k| chord_trigger(&k, &keys.join("+"))),
-        PlannedAction::Click { target_id, .. } => click_trigger(target_id, purpose, view, seen),
+        PlannedAction::Key { key } => chord_trigger(std::slice::from_ref(key)),
+        PlannedAction::KeyCombo { keys } => chord_trigger(keys),
+        PlannedAction::Click { target_id, .. } => {
+            click_trigger(target_id, purpose, batch_purpose, view, seen)
+        }
         PlannedAction::Batch { actions } => actions
             .iter()
-            .find_map(|a| action_trigger(a, purpose, view, seen)),
+            .find_map(|a| action_trigger(a, purpose, batch_purpose, view, seen)),
         _ => None,
     }
 }
 
+/// What a coordinate click with no description is called in a refusal.
+const UNDESCRIBED_POINT_CLICK: &str = "an undescribed point";
+
 /// For a click: the element's real accessible name (`seen`), its label and value from the
 /// view; for an `xy:` point, the name of the element under it and the step's purpose (the
-/// planner's own description of what it clicks).
+/// planner's own description of what it clicks), else the batch's purpose. A point click with
+/// no element name under it and no words in either purpose is refused: nothing says what it
+/// presses, so the gate cannot tell a Delete button from a blank spot, and the planner can
+/// always describe a click (rule chosen so an empty purpose is never a way around the gate).
 fn click_trigger(
     target_id: &str,
     purpose: &str,
+    batch_purpose: &str,
     view: &PlanningView,
     seen: &dyn Fn(&str) -> Option<ElementFacts>,
 ) -> Option<(DestructiveKind, String)> {
@@ -325,7 +401,17 @@ fn click_trigger(
         texts.extend(el.value.as_deref());
     }
     if matches!(parse_xy_target(target_id), Ok(Some(_))) {
-        texts.push(purpose);
+        let described = |t: &str| !words(&normalize(t)).is_empty();
+        if described(purpose) {
+            texts.push(purpose);
+        } else if described(batch_purpose) {
+            texts.push(batch_purpose);
+        } else if seen_name.is_none() {
+            return Some((
+                DestructiveKind::Commits,
+                UNDESCRIBED_POINT_CLICK.to_string(),
+            ));
+        }
     }
     texts
         .into_iter()
@@ -335,11 +421,8 @@ fn click_trigger(
 
 /// The commit word or phrase in a label, matched on whole words, case-insensitively.
 fn commit_word_in(label: &str) -> Option<String> {
-    let lower = label.to_lowercase().replace('’', "'");
-    let words: Vec<&str> = lower
-        .split(|c: char| !(c.is_alphanumeric() || c == '\''))
-        .filter(|w| !w.is_empty())
-        .collect();
+    let normalized = normalize(label);
+    let words = words(&normalized);
     let joined = format!(" {} ", words.join(" "));
     if let Some(p) = COMMIT_PHRASES
         .iter()
@@ -354,67 +437,223 @@ fn commit_word_in(label: &str) -> Option<String> {
 }
 
 /// A chord that closes a window or quits (Alt+F4, Ctrl/Super+W, Ctrl/Super+Q) or deletes
-/// permanently (Shift+Delete).
-fn chord_trigger(keys: &[Key], spelled: &str) -> Option<(DestructiveKind, String)> {
-    let has = |k: Key| keys.contains(&k);
-    let last = *keys.last()?;
-    let ctrl_or_super = has(Key::Control) || has(Key::Meta);
-    let closes = (has(Key::Alt) && last == Key::F4)
-        || (ctrl_or_super
-            && matches!(
-                last,
-                Key::Unicode('w') | Key::Unicode('q') | Key::Unicode('W') | Key::Unicode('Q')
-            ));
-    if closes {
-        return Some((DestructiveKind::ClosesWithoutSaving, spelled.to_string()));
+/// permanently (Shift+Delete). A chord counts when it CONTAINS such a combination, whatever
+/// else it holds and in whatever order (`alt+f4+x`, `ctrl+w+a`, `q+ctrl`): pressing the extra
+/// key does not stop the close. A chord the input layer cannot parse is judged by its key
+/// names, so a misspelling is not a way around the gate.
+fn chord_trigger(keys: &[String]) -> Option<(DestructiveKind, String)> {
+    let spelled = keys.join("+");
+    let parsed = parse_key_combo(keys)
+        .ok()
+        .or_else(|| parse_key_chord(&spelled).ok());
+    let names: Vec<String> = keys
+        .iter()
+        .flat_map(|k| k.split(['+', ' ']))
+        .map(|n| normalize(n.trim()))
+        .filter(|n| !n.is_empty())
+        .collect();
+    let named = |set: &[&str]| names.iter().any(|n| set.contains(&n.as_str()));
+    let pressed =
+        |k: Key, set: &[&str]| parsed.as_ref().is_some_and(|p| p.contains(&k)) || named(set);
+    let alt = pressed(Key::Alt, &["alt", "option", "alt_l", "alt_r"]);
+    let f4 = pressed(Key::F4, &["f4"]);
+    let ctrl_or_super = pressed(Key::Control, &["ctrl", "control", "ctrl_l", "ctrl_r"])
+        || pressed(
+            Key::Meta,
+            &["super", "meta", "cmd", "command", "win", "windows", "logo"],
+        );
+    let letter = |c: char| {
+        parsed.as_ref().is_some_and(|p| {
+            p.contains(&Key::Unicode(c)) || p.contains(&Key::Unicode(c.to_ascii_uppercase()))
+        }) || named(&[c.encode_utf8(&mut [0; 4])])
+    };
+    if (alt && f4) || (ctrl_or_super && (letter('w') || letter('q'))) {
+        return Some((DestructiveKind::ClosesWithoutSaving, spelled));
     }
-    if has(Key::Shift) && last == Key::Delete {
-        return Some((DestructiveKind::Deletes, spelled.to_string()));
+    let shift = pressed(Key::Shift, &["shift", "shift_l", "shift_r"]);
+    if shift && pressed(Key::Delete, &["delete", "del"]) {
+        return Some((DestructiveKind::Deletes, spelled));
     }
     None
 }
 
-/// Finds a deleting shell command in typed text: the command word of any segment (split at
-/// `;`, `&`, `|`, newlines, parentheses and backquotes, after `sudo`/`env`/`xargs`-style
-/// prefixes), plus `find … -delete`, `git clean`/`git rm` and `dd of=`. Returns the segment as
-/// typed, which names the command in the refusal.
+/// Commands run before the real command word: wrappers (`sudo`, `xargs`), and shells and
+/// evaluators whose argument is itself a command line (`bash -c '…'`, `eval`, `su -c`).
+const COMMAND_PREFIXES: &[&str] = &[
+    "sudo",
+    "doas",
+    "env",
+    "xargs",
+    "nohup",
+    "time",
+    "command",
+    "exec",
+    "busybox",
+    "nice",
+    "ionice",
+    "timeout",
+    "watch",
+    "stdbuf",
+    "setsid",
+    "bash",
+    "sh",
+    "zsh",
+    "dash",
+    "ksh",
+    "fish",
+    "csh",
+    "tcsh",
+    "su",
+    "eval",
+    "builtin",
+    "run0",
+    "pkexec",
+    "cmd",
+    "cmd.exe",
+    "powershell",
+    "pwsh",
+];
+
+/// Library calls that delete from inside an interpreter (`python -c`, `perl -e`, `node -e`).
+const INTERPRETER_DELETES: &[&str] = &[
+    "rmtree",
+    "os.remove",
+    "os.unlink",
+    "os.rmdir",
+    "removedirs",
+    ".unlink(",
+    "unlink(",
+    "fs.rm",
+    "rmsync",
+    "rimraf",
+    "remove_dir_all",
+    "fileutils.rm",
+];
+
+/// Where a `>` redirection may point without overwriting anything.
+const HARMLESS_REDIRECT_TARGETS: &[&str] = &["/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"];
+
+/// Finds a deleting or overwriting shell command in typed text: the command word of any
+/// segment (split at `;`, `&`, `|`, newlines, parentheses, `$(`, backquotes and braces), after
+/// wrappers, shells and evaluators (`sudo`, `bash -c '…'`, `eval`), with quotes and
+/// backslashes removed from the command word (`'rm'`, `\rm`); plus `find … -delete`/`-exec
+/// rm`, `git clean`/`git rm`, `dd of=`, `truncate`, `mv … /dev/null`, `rsync --delete`,
+/// recursive `chmod`/`chown`, interpreter deletions (`shutil.rmtree`, `os.remove`) and a `>`
+/// redirection that truncates a file. The text is read through
+/// [`crate::text_norm::normalize`]. Returns the segment as typed, which names the command in
+/// the refusal.
 pub fn delete_command_in(text: &str) -> Option<String> {
-    const PREFIXES: &[&str] = &[
-        "sudo", "doas", "env", "xargs", "nohup", "time", "command", "exec", "busybox", "nice",
-    ];
+    // Case matters for flags (`chmod -R` recurses, `-r` does not), so fold look-alikes and
+    // invisible characters here but lower-case only command words.
+    let text = crate::text_norm::fold(text);
+    if let Some(t) = truncating_redirect(&text) {
+        return Some(t);
+    }
+    let lower = text.to_lowercase();
+    if let Some(p) = INTERPRETER_DELETES.iter().find(|p| lower.contains(*p)) {
+        return Some(p.to_string());
+    }
     for segment in text.split(['\n', ';', '&', '|', '(', ')', '`', '{', '}']) {
-        let tokens: Vec<&str> = segment.split_whitespace().collect();
-        let mut i = 0;
-        // Skip wrappers, their flags (`sudo -u x`, `xargs -0`) and environment assignments.
-        while i < tokens.len() {
-            let t = tokens[i];
-            let base = command_base(t);
-            if PREFIXES.contains(&base.as_str()) || t.starts_with('-') || t.contains('=') {
-                i += 1;
-            } else {
-                break;
-            }
-        }
-        let Some(cmd) = tokens.get(i) else { continue };
-        let base = command_base(cmd);
-        let rest = &tokens[i + 1..];
-        let path_like = |t: &&str| t.contains(['/', '\\', '.', '*', ':']);
-        let deletes = DELETE_COMMANDS.contains(&base.as_str())
-            || (CMD_DELETE_COMMANDS.contains(&base.as_str()) && rest.iter().any(path_like))
-            || base.starts_with("mkfs.")
-            || (base == "find" && rest.contains(&"-delete"))
-            || (base == "git" && matches!(rest.first(), Some(&"clean") | Some(&"rm")))
-            || (base == "dd" && rest.iter().any(|t| t.starts_with("of=")));
-        if deletes {
+        if segment_deletes(segment) {
             return Some(segment.trim().to_string());
         }
     }
     None
 }
 
-/// A command word without its directory and in lower case (`/bin/rm` → `rm`, `Remove-Item`
-/// → `remove-item`).
+fn segment_deletes(segment: &str) -> bool {
+    let tokens: Vec<String> = segment
+        .split_whitespace()
+        .map(|t| t.replace(['\'', '"'], ""))
+        .filter(|t| !t.is_empty())
+        .collect();
+    let mut i = 0;
+    // Skip wrappers, their flags (`sudo -u x`, `bash -c`), numbers (`timeout 5`) and
+    // environment assignments.
+    while i < tokens.len() {
+        let t = tokens[i].as_str();
+        let base = command_base(t);
+        if COMMAND_PREFIXES.contains(&base.as_str())
+            || t.starts_with('-')
+            || t.starts_with('/') && t.len() <= 3 // `cmd /c`
+            || t.contains('=')
+            || t.chars().all(|c| c.is_ascii_digit() || c == '.')
+        {
+            i += 1;
+        } else {
+            break;
+        }
+    }
+    let Some(cmd) = tokens.get(i) else {
+        return false;
+    };
+    let base = command_base(cmd);
+    let rest: Vec<&str> = tokens[i + 1..].iter().map(String::as_str).collect();
+    let path_like = |t: &&str| t.contains(['/', '\\', '.', '*', ':']);
+    let has = |flag: &str| rest.contains(&flag);
+    let base = base.as_str();
+    DELETE_COMMANDS.contains(&base)
+        || (CMD_DELETE_COMMANDS.contains(&base) && rest.iter().any(path_like))
+        || base.starts_with("mkfs.")
+        || base == "truncate"
+        || (base == "find"
+            && (has("-delete")
+                || rest.windows(2).any(|w| {
+                    matches!(w[0], "-exec" | "-execdir" | "-ok" | "-okdir")
+                        && DELETE_COMMANDS.contains(&command_base(w[1]).as_str())
+                })))
+        || (base == "git" && matches!(rest.first(), Some(&"clean") | Some(&"rm")))
+        || (base == "dd" && rest.iter().any(|t| t.starts_with("of=")))
+        || (base == "mv" && has("/dev/null"))
+        || (base == "rsync"
+            && rest
+                .iter()
+                .any(|t| t.starts_with("--delete") || *t == "--remove-source-files"))
+        || (matches!(base, "chmod" | "chown" | "chgrp")
+            && rest.iter().any(|t| {
+                *t == "--recursive"
+                    || (t.starts_with('-') && !t.starts_with("--") && t.contains('R'))
+            }))
+}
+
+/// A `>` (or `>|`) redirection outside quotes whose target is a file, which truncates it;
+/// `>>` appends and `>&2`, `2>&1`, `> /dev/null` overwrite nothing.
+fn truncating_redirect(text: &str) -> Option<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut quote: Option<char> = None;
+    for (i, &c) in chars.iter().enumerate() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '>') => {
+                let prev = i.checked_sub(1).map(|j| chars[j]);
+                let next = chars.get(i + 1).copied();
+                if prev == Some('>') || next == Some('>') || next == Some('&') || prev == Some('-')
+                {
+                    continue;
+                }
+                let skip = usize::from(next == Some('|'));
+                let target: String = chars[i + 1 + skip..]
+                    .iter()
+                    .skip_while(|c| c.is_whitespace())
+                    .take_while(|c| !c.is_whitespace() && !matches!(c, ';' | '&' | '|' | ')'))
+                    .collect();
+                let target = target.replace(['\'', '"'], "");
+                if !target.is_empty() && !HARMLESS_REDIRECT_TARGETS.contains(&target.as_str()) {
+                    return Some(format!("> {target}"));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// A command word without its directory, quotes and escapes, in lower case (`/bin/rm` →
+/// `rm`, `\rm` → `rm`, `Remove-Item` → `remove-item`).
 fn command_base(token: &str) -> String {
+    let token = token.trim_start_matches('\\');
     token
         .rsplit(['/', '\\'])
         .next()
@@ -447,6 +686,24 @@ mod tests {
             "cd /tmp && /bin/rm -fr *",
             "ls; shred secret.txt",
             "find . -name '*.o' -delete",
+            "bash -c 'rm -rf ~/x'",
+            "sh -c \"cd /tmp && rm -r y\"",
+            "eval rm -rf build",
+            "echo $(rm -rf ~)",
+            "echo `rm -rf ~`",
+            "'rm' -rf ~",
+            "\\rm -rf ~",
+            "python3 -c 'import shutil; shutil.rmtree(\"/home\")'",
+            "python -c 'import os; os.remove(\"a\")'",
+            "truncate -s 0 notes.txt",
+            "echo > notes.txt",
+            ": >| notes.txt",
+            "mv notes.txt /dev/null",
+            "rsync -a --delete empty/ ~/docs/",
+            "chmod -R 000 ~",
+            "chown -R nobody /home",
+            "find . -exec rm {} +",
+            "timeout 5 rm -rf x",
             "git clean -fdx",
             "dd if=/dev/zero of=/dev/sda",
             "Remove-Item -Recurse C:\\data",
@@ -457,7 +714,12 @@ mod tests {
             assert!(delete_command_in(text).is_some(), "{text}");
         }
         for text in [
-            "echo ok > out.txt",
+            "echo ok >> out.txt",
+            "ls 2>&1",
+            "make > /dev/null",
+            "echo 'a > b'",
+            "chmod -r notes.txt",
+            "echo hello",
             "ls -la",
             "grep rm notes.txt",
             "find . -name x",
@@ -553,6 +815,104 @@ mod tests {
             },
         );
         assert!(check_step("save the file", &save, &v).is_none());
+    }
+
+    fn typed(text: &str) -> Step {
+        step(
+            "type",
+            PlannedAction::Type {
+                target_id: None,
+                text: text.into(),
+            },
+        )
+    }
+
+    #[test]
+    fn gate_judges_the_command_line_typed_across_steps() {
+        let v = view(vec![]);
+        let steps = vec![
+            typed("r"),
+            typed("m -rf ~"),
+            step(
+                "run",
+                PlannedAction::Key {
+                    key: "Return".into(),
+                },
+            ),
+        ];
+        assert!(check_batch_step("tidy up", "", &steps, 0, &v, &|_| None).is_none());
+        assert!(check_batch_step("tidy up", "", &steps, 1, &v, &|_| None).is_some());
+        let harmless = vec![
+            typed("echo "),
+            typed("hello"),
+            step(
+                "run",
+                PlannedAction::Key {
+                    key: "Return".into(),
+                },
+            ),
+        ];
+        assert!((0..3)
+            .all(|i| check_batch_step("say hello", "", &harmless, i, &v, &|_| None).is_none()));
+    }
+
+    #[test]
+    fn chords_containing_a_closing_chord_close() {
+        let v = view(vec![]);
+        for key in [
+            "alt+f4+x",
+            "x+alt+F4",
+            "ctrl+w+a",
+            "ctrl+shift+q",
+            "super+q",
+            "shift+delete+a",
+        ] {
+            let s = step("key", PlannedAction::Key { key: key.into() });
+            assert!(check_step("tidy up", &s, &v).is_some(), "{key}");
+        }
+        for key in ["ctrl+s", "alt+tab", "ctrl+a", "F4"] {
+            let s = step("key", PlannedAction::Key { key: key.into() });
+            assert!(check_step("tidy up", &s, &v).is_none(), "{key}");
+        }
+    }
+
+    #[test]
+    fn negated_confirmation_does_not_confirm() {
+        let v = view(vec![]);
+        let s = typed("rm -rf /tmp/scratch\n");
+        for goal in [
+            "delete /tmp/scratch (not confirmed)",
+            "delete /tmp/scratch, unconfirmed",
+            "I don't confirm the deletion",
+            "delete it without confirmation",
+        ] {
+            assert!(check_step(goal, &s, &v).is_some(), "{goal}");
+        }
+    }
+
+    #[test]
+    fn point_clicks_are_judged_by_normalized_purpose_and_need_one() {
+        let v = view(vec![]);
+        let click = |purpose: &str| {
+            step(
+                purpose,
+                PlannedAction::Click {
+                    target_id: "xy:500,500".into(),
+                    expect_after: None,
+                },
+            )
+        };
+        for purpose in ["'Delete", "\"Delete\"", "Click D\u{0435}lete", "", "  "] {
+            assert!(
+                check_step("tidy up", &click(purpose), &v).is_some(),
+                "{purpose:?}"
+            );
+        }
+        assert!(check_step("tidy up", &click("Open the File menu"), &v).is_none());
+        // An empty step purpose falls back to the batch's purpose.
+        let steps = vec![click("")];
+        assert!(check_batch_step("tidy up", "open the menu", &steps, 0, &v, &|_| None).is_none());
+        assert_eq!(destructive_text("Ｄｅｌｅｔｅ"), Some("delete".to_string()));
     }
 
     #[test]

@@ -242,7 +242,7 @@ pub fn read_turns(path: &Path) -> Result<Vec<TurnRecord>> {
     } else {
         path.to_path_buf()
     };
-    let text = fs::read_to_string(&file).map_err(|e| Error::io(&file, e))?;
+    let text = crate::input_file::read_string(&file, crate::input_file::InputKind::Replay)?;
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())

@@ -243,7 +243,7 @@ fn models_info_on_a_corrupt_file_is_an_error_naming_it() -> Result<()> {
     )?;
     let out = sightline(&["models", "info", path_str(&text_gguf)?])?;
     let all = text(&out.stdout) + &text(&out.stderr);
-    ensure!(out.status.code() == Some(1), "{:?}: {all}", out.status);
+    ensure!(out.status.code() == Some(2), "{:?}: {all}", out.status);
     ensure!(
         all.contains("error:") && all.contains("tiny-b-q8_0.gguf"),
         "{all}"
@@ -610,7 +610,7 @@ fn generate_errors_are_clear_and_exit_nonzero_without_panicking() -> Result<()> 
         let out = sightline(&all)?;
         let stderr = text(&out.stderr);
         ensure!(
-            out.status.code() == Some(1),
+            out.status.code() == Some(2),
             "{args:?}: {:?} {stderr}",
             out.status
         );

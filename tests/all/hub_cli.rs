@@ -27,7 +27,8 @@ fn run(argv: &[&str], home: &Path) -> anyhow::Result<(i32, String)> {
 
 // `sightline models` exit codes.
 const SUCCESS: i32 = 0;
-const FAILED: i32 = 1;
+// A failed download or resolution is a setup error: the same code as a usage error.
+const FAILED: i32 = 2;
 const USAGE: i32 = 2;
 
 #[test]

@@ -39,6 +39,7 @@ mod eval_cli;
 mod eval_support;
 mod fixtures;
 mod generate_cli;
+mod hostile;
 mod hub_cli;
 mod hub_resolve;
 mod image_preprocess;

@@ -229,7 +229,7 @@ impl Qwen3VlConfig {
     /// Read and validate a Hugging Face `config.json` (transformers 4.57 layout with
     /// `text_config.rope_scaling` + `rope_theta`, or 5.x layout with `rope_parameters`).
     pub fn from_config_json(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let text = crate::input_file::read_string(path, crate::input_file::InputKind::Config)?;
         Self::from_json_str(&text).map_err(|e| match e {
             Error::Config(reason) => Error::model_file(path, reason),
             other => other,

@@ -59,6 +59,7 @@ pub(crate) fn open_shards(dir: &Path) -> Result<SafetensorsFiles> {
     };
     let mut files = HashMap::new();
     for path in &shard_names {
+        crate::model::file_checks::check_safetensors(path)?;
         // SAFETY: the file is mapped read-only; like every memory-mapped model loader we
         // rely on it not being modified while the model is loaded.
         let st = unsafe { MmapedSafetensors::new(path) }

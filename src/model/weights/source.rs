@@ -36,6 +36,7 @@ impl ModelSource {
         let dir = match self {
             ModelSource::Safetensors { dir } => dir.clone(),
             ModelSource::Gguf { text, .. } => {
+                crate::model::file_checks::check_gguf(text)?;
                 let mut file = std::fs::File::open(text).map_err(|e| Error::io(text, e))?;
                 let content = gguf_file::Content::read(&mut file)
                     .map_err(|e| Error::model_file_caused(text, "not a readable GGUF file", e))?;
