@@ -88,6 +88,10 @@ pub struct DesktopArgs {
     /// Print the summary as one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Start no session bus for the tasks and run the agent with `--no-elements`
+    /// (screenshots only).
+    #[arg(long)]
+    pub no_elements: bool,
 }
 
 /// Arguments of `sightline eval grounding`.
@@ -217,6 +221,7 @@ fn desktop(args: &DesktopArgs) -> Result<i32> {
         scratch_root: None,
         max_steps_cap: args.max_steps,
         timeout_cap_s: args.timeout,
+        elements: !args.no_elements,
     };
     ctrlc::set_handler(|| STOP.store(true, Ordering::SeqCst))
         .context("cannot install the Ctrl-C handler")?;

@@ -74,6 +74,10 @@ pub struct DesktopEvalOptions {
     pub max_steps_cap: Option<u32>,
     /// Caps every task's time budget, in seconds.
     pub timeout_cap_s: Option<u64>,
+    /// Whether the agent reads accessibility elements: each task (unless its file says
+    /// `accessibility = false`) gets a private session bus. Off: no bus, and the agent runs
+    /// with `--no-elements`.
+    pub elements: bool,
 }
 
 /// Runs one task once and returns its result. Setup failures are results too (reason
@@ -117,16 +121,18 @@ pub fn run_task(
     };
     // The session lives exactly as long as this block: dropping it tears the desktop down.
     {
-        let mut session = match TaskSession::start(task, options.scratch_root.as_deref(), stop)
-            .and_then(|mut s| s.setup(task, stop).map(|()| s))
-        {
-            Ok(s) => s,
-            Err(e) => {
-                result.detail = e.to_string();
-                result.wall_ms = start.elapsed().as_millis() as u64;
-                return Ok(result);
-            }
-        };
+        let with_bus = options.elements && task.accessibility;
+        let mut session =
+            match TaskSession::start(task, options.scratch_root.as_deref(), with_bus, stop)
+                .and_then(|mut s| s.setup(task, stop).map(|()| s))
+            {
+                Ok(s) => s,
+                Err(e) => {
+                    result.detail = e.to_string();
+                    result.wall_ms = start.elapsed().as_millis() as u64;
+                    return Ok(result);
+                }
+            };
         let trace_dir = run_dir.join("trace");
         match run_agent(task, &mut session, options, &run_dir, &trace_dir, stop) {
             Ok(agent) => fill_from_agent(&mut result, &agent, &trace_dir),
@@ -200,6 +206,10 @@ fn run_agent(
     let timeout_s = options
         .timeout_cap_s
         .map_or(task.budget.timeout_s, |cap| cap.min(task.budget.timeout_s));
+    // Elements need the task's bus; without one the agent works from the screenshot alone.
+    if session.bus_address().is_none() {
+        cmd.arg("--no-elements");
+    }
     cmd.arg("--max-steps")
         .arg(max_steps.max(1).to_string())
         .arg("--timeout")
@@ -212,15 +222,17 @@ fn run_agent(
     let log = fs::File::create(&log_path).map_err(|e| Error::io(&log_path, e))?;
     let log_err = log.try_clone().map_err(|e| Error::io(&log_path, e))?;
     // The agent keeps the user's HOME (the model cache lives there) but sees only the task's
-    // display. The planner's per-turn stats are logged at info level and read back from the
-    // log; colours off so the log parses.
+    // display and session bus. The planner's per-turn stats are logged at info level and read
+    // back from the log; colours off so the log parses.
     cmd.env("DISPLAY", session.display())
         .env_remove("WAYLAND_DISPLAY")
         .env("SIGHTLINE_LOG", "warn,sightline::planner=info")
         .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log_err);
+        .env_remove("DBUS_SESSION_BUS_ADDRESS");
+    if let Some(address) = session.bus_address() {
+        cmd.env("DBUS_SESSION_BUS_ADDRESS", address);
+    }
+    cmd.stdin(Stdio::null()).stdout(log).stderr(log_err);
     let mut child = GroupChild::spawn(cmd, "the runner (sightline run)")?;
     let deadline = Instant::now() + Duration::from_secs(timeout_s) + RUNNER_GRACE;
     let mut status = child.wait_until(deadline, stop)?;

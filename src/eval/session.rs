@@ -1,6 +1,13 @@
-//! One task's private desktop: a fresh Xvfb display, a scratch directory and `HOME`, the
-//! task's programs, and the checker. Everything is torn down when the [`TaskSession`] drops,
-//! on success, on failure and on a panic alike.
+//! One task's private desktop: a fresh Xvfb display, a private D-Bus session bus (unless the
+//! task or the run turns accessibility off), a scratch directory and `HOME`, the task's
+//! programs, and the checker. Everything is torn down when the [`TaskSession`] drops, on
+//! success, on failure and on a panic alike.
+//!
+//! The session bus is what the accessibility elements need: GTK applications register with
+//! the AT-SPI bus, whose launcher the session bus activates on first request, and the agent
+//! (`sightline run`) reads the elements through the same bus. The launcher, the AT-SPI bus
+//! and its registry are activated as children of the session bus's `dbus-daemon` and stay in
+//! its process group, so killing that group at teardown ends them all.
 //!
 //! Every program is started in its own process group and the whole group is killed at the
 //! end (SIGTERM, a short grace, then SIGKILL), so a shell that started an application does not
@@ -19,6 +26,8 @@ use crate::error::{Error, Result};
 
 /// How long Xvfb gets to announce its display.
 const XVFB_START_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long `dbus-daemon` gets to announce its address.
+const BUS_START_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a foreground setup command may run.
 const SETUP_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long one checker attempt may run.
@@ -141,45 +150,17 @@ impl Xvfb {
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
         let mut server = GroupChild::spawn(cmd, "Xvfb (install the xvfb package)")?;
-        let stdout = server
-            .child_mut()
-            .stdout
-            .take()
-            .ok_or_else(|| Error::Runner("Xvfb: no stdout pipe".into()))?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let deadline = Instant::now() + XVFB_START_TIMEOUT;
-        loop {
-            match rx.recv_timeout(Duration::from_millis(50)) {
-                Ok(line) => {
-                    let n = line.trim();
-                    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
-                        return Err(Error::Runner(
-                            "Xvfb exited without announcing a display".into(),
-                        ));
-                    }
-                    return Ok(Self {
-                        server,
-                        display: format!(":{n}"),
-                    });
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    if Instant::now() >= deadline || stop.load(Ordering::SeqCst) {
-                        return Err(Error::Runner(format!(
-                            "Xvfb did not announce a display within {} s",
-                            XVFB_START_TIMEOUT.as_secs()
-                        )));
-                    }
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(Error::Runner("Xvfb's announcement thread died".into()));
-                }
-            }
+        let line = first_line(&mut server, "Xvfb", XVFB_START_TIMEOUT, stop)?;
+        let n = line.trim();
+        if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(Error::Runner(
+                "Xvfb exited without announcing a display".into(),
+            ));
         }
+        Ok(Self {
+            server,
+            display: format!(":{n}"),
+        })
     }
 
     /// `:N`.
@@ -190,6 +171,93 @@ impl Xvfb {
     /// Whether the server is still running.
     pub fn is_running(&mut self) -> bool {
         matches!(self.server.try_wait(), Ok(None))
+    }
+}
+
+/// Reads the first line `child` prints on its stdout (a server announcing where it listens),
+/// within `timeout`. An empty line means it exited first.
+fn first_line(
+    child: &mut GroupChild,
+    what: &str,
+    timeout: Duration,
+    stop: &AtomicBool,
+) -> Result<String> {
+    let stdout = child
+        .child_mut()
+        .stdout
+        .take()
+        .ok_or_else(|| Error::Runner(format!("{what}: no stdout pipe")))?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let deadline = Instant::now() + timeout;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(line) => return Ok(line),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if Instant::now() >= deadline || stop.load(Ordering::SeqCst) {
+                    return Err(Error::Runner(format!(
+                        "{what} did not announce itself within {} s",
+                        timeout.as_secs()
+                    )));
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(Error::Runner(format!(
+                    "{what}: the announcement thread died"
+                )));
+            }
+        }
+    }
+}
+
+/// A private D-Bus session bus listening in the task's runtime directory; its process group
+/// (with the AT-SPI launcher, bus and registry it activates) is killed on drop.
+#[derive(Debug)]
+pub struct SessionBus {
+    daemon: GroupChild,
+    address: String,
+}
+
+impl SessionBus {
+    /// Starts `dbus-daemon --session` on `<runtime>/bus`. The daemon's environment is the
+    /// task's (`DISPLAY`, `HOME`, `XDG_RUNTIME_DIR`…), so the services it activates put their
+    /// sockets in the task's runtime directory too.
+    pub fn start(runtime: &Path, env: &[(String, String)], stop: &AtomicBool) -> Result<Self> {
+        let socket = runtime.join("bus");
+        let mut cmd = Command::new("dbus-daemon");
+        cmd.args(["--session", "--nofork", "--print-address=1"])
+            .arg(format!("--address=unix:path={}", socket.display()))
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .env_remove("WAYLAND_DISPLAY")
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut daemon = GroupChild::spawn(cmd, "dbus-daemon (install the dbus package)")?;
+        let line = first_line(&mut daemon, "dbus-daemon", BUS_START_TIMEOUT, stop)?;
+        let address = line.trim().to_string();
+        if address.is_empty() {
+            return Err(Error::Runner(format!(
+                "dbus-daemon exited without announcing an address (is {} too long for a \
+                 socket path?)",
+                socket.display()
+            )));
+        }
+        Ok(Self { daemon, address })
+    }
+
+    /// The bus address, as `DBUS_SESSION_BUS_ADDRESS` takes it.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// Kills the daemon and everything it activated.
+    pub fn stop(&mut self) {
+        self.daemon.kill_group();
     }
 }
 
@@ -211,11 +279,12 @@ impl CommandOutcome {
     }
 }
 
-/// One task's desktop and directories. Drop order tears it down: programs first, then the X
-/// server, then the directories.
+/// One task's desktop and directories. Drop order tears it down: programs first, then the
+/// session bus, then the X server, then the directories.
 #[derive(Debug)]
 pub struct TaskSession {
     programs: Vec<GroupChild>,
+    bus: Option<SessionBus>,
     xvfb: Xvfb,
     placeholders: Placeholders,
     env: Vec<(String, String)>,
@@ -223,9 +292,14 @@ pub struct TaskSession {
 }
 
 impl TaskSession {
-    /// Starts the display and makes the scratch and home directories (under `scratch_root`,
-    /// or the system temp directory).
-    pub fn start(task: &Task, scratch_root: Option<&Path>, stop: &AtomicBool) -> Result<Self> {
+    /// Starts the display (and, with `with_bus`, a private session bus) and makes the scratch
+    /// and home directories (under `scratch_root`, or the system temp directory).
+    pub fn start(
+        task: &Task,
+        scratch_root: Option<&Path>,
+        with_bus: bool,
+        stop: &AtomicBool,
+    ) -> Result<Self> {
         let scratch = match scratch_root {
             Some(root) => {
                 std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
@@ -273,16 +347,27 @@ impl TaskSession {
             ),
             // GTK settings in memory: no dconf daemon, nothing written outside HOME.
             ("GSETTINGS_BACKEND".to_string(), "memory".to_string()),
-            // No accessibility bus is started for a task; without this GTK waits for one.
-            ("NO_AT_BRIDGE".to_string(), "1".to_string()),
             ("LC_ALL".to_string(), "C.UTF-8".to_string()),
         ];
+        let bus = if with_bus {
+            let bus = SessionBus::start(&runtime, &env, stop)?;
+            env.push((
+                "DBUS_SESSION_BUS_ADDRESS".to_string(),
+                bus.address().to_string(),
+            ));
+            Some(bus)
+        } else {
+            // No bus: without this GTK looks for the accessibility bus and waits for it.
+            env.push(("NO_AT_BRIDGE".to_string(), "1".to_string()));
+            None
+        };
         for (k, v) in &task.env {
             env.retain(|(name, _)| name != k);
             env.push((k.clone(), placeholders.apply(v)));
         }
         Ok(Self {
             programs: Vec::new(),
+            bus,
             xvfb,
             placeholders,
             env,
@@ -298,6 +383,11 @@ impl TaskSession {
     /// `:N`.
     pub fn display(&self) -> &str {
         self.xvfb.display()
+    }
+
+    /// The task's session bus address, when it has one.
+    pub fn bus_address(&self) -> Option<&str> {
+        self.bus.as_ref().map(SessionBus::address)
     }
 
     /// A `sh -c` command with the task's environment, in the scratch directory.
@@ -400,6 +490,10 @@ impl Drop for TaskSession {
         // Programs before the server, newest first, so none is left talking to a dead display.
         while let Some(mut p) = self.programs.pop() {
             p.kill_group();
+        }
+        // Then the bus, with the accessibility services it activated.
+        if let Some(bus) = &mut self.bus {
+            bus.stop();
         }
     }
 }

@@ -8,6 +8,8 @@
 //! goal = "Answer Yes in the dialog"
 //! tags = ["zenity", "trivial"]
 //! screen = [1280, 800]            # optional, the virtual screen's size
+//! accessibility = true            # optional: false runs it without a session bus (and so
+//!                                 # without accessibility elements)
 //!
 //! [budget]                        # optional
 //! max_steps = 5
@@ -63,6 +65,10 @@ pub struct Task {
     pub tags: Vec<String>,
     /// The virtual screen's width and height.
     pub screen: (u32, u32),
+    /// Whether the task gets a private session bus, so its programs expose their
+    /// accessibility trees and the agent sees their elements (default true; false for a
+    /// program that misbehaves with one).
+    pub accessibility: bool,
     /// The run's budgets.
     pub budget: TaskBudget,
     /// Setup commands, in order.
@@ -149,6 +155,8 @@ struct RawTask {
     #[serde(default)]
     screen: Option<(u32, u32)>,
     #[serde(default)]
+    accessibility: Option<bool>,
+    #[serde(default)]
     budget: Option<TaskBudget>,
     #[serde(default)]
     setup: Vec<SetupCommand>,
@@ -228,6 +236,7 @@ impl Task {
             goal: raw.goal,
             tags: raw.tags,
             screen,
+            accessibility: raw.accessibility.unwrap_or(true),
             budget,
             setup: raw.setup,
             env: raw.env,
@@ -451,6 +460,14 @@ mod tests {
         assert_eq!(t.name, "b-task");
         assert_eq!(t.oracle, dir.path().join("b-task.oracle.jsonl"));
         assert_eq!(t.budget, TaskBudget::default());
+        // A task gets a session bus unless its file turns accessibility off.
+        assert!(t.accessibility);
+        let plain = write(
+            "c-task.toml",
+            "goal = \"g\"\naccessibility = false\n[check]\nrun=\"true\"\n",
+        )?;
+        assert!(!Task::load(&plain)?.accessibility);
+        std::fs::remove_file(&plain).map_err(|e| Error::io(&plain, e))?;
         write("a-task.toml", "goal = \"g\"\n[check]\nrun=\"true\"\n")?;
         let names: Vec<String> = load_suite(dir.path())?
             .into_iter()

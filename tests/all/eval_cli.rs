@@ -2,8 +2,10 @@
 //! nothing is done, shards that merge into the unsharded summary, a model run's report, the
 //! grounding sample, teardown on Ctrl-C, and clear errors for bad input.
 //!
-//! Needs Xvfb, xdotool, xterm, zenity, xmessage (x11-utils) and mousepad; without them the
-//! desktop tests say so and pass, unless `SIGHTLINE_REQUIRE_X11_TESTS=1` (as in CI).
+//! Needs Xvfb, xdotool, xterm, zenity, xmessage (x11-utils), mousepad, dbus-daemon and the
+//! accessibility test window's stack (at-spi2-core, Debian's python3-gi and gir1.2-gtk-3.0);
+//! without them the desktop tests say so and pass, unless `SIGHTLINE_REQUIRE_X11_TESTS=1` (as
+//! in CI).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -21,9 +23,19 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 const REQUIRE_ENV: &str = "SIGHTLINE_REQUIRE_X11_TESTS";
-const SUITE_TOOLS: &[&str] = &["Xvfb", "xdotool", "xterm", "zenity", "xmessage", "mousepad"];
+const SUITE_TOOLS: &[&str] = &[
+    "Xvfb",
+    "xdotool",
+    "xterm",
+    "zenity",
+    "xmessage",
+    "mousepad",
+    "dbus-daemon",
+    "/usr/libexec/at-spi-bus-launcher",
+    "/usr/bin/python3",
+];
 /// Tasks in the starter suite.
-const SUITE_TASKS: u64 = 18;
+const SUITE_TASKS: u64 = 20;
 
 fn tools_available(programs: &[&str]) -> anyhow::Result<bool> {
     let missing: Vec<&str> = programs
@@ -70,16 +82,20 @@ fn without_timings(mut s: Value) -> Value {
     s
 }
 
-/// Every process whose command line names `dir`: what a task left running.
+/// Every process whose command line or environment names `dir`: what a task left running.
+/// The environment catches what a task's programs and session bus started without naming
+/// the directory (the AT-SPI bus launcher and registry get the task's `HOME`).
 fn processes_naming(dir: &Path) -> Vec<String> {
     let needle = dir.to_string_lossy().into_owned();
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if cmdline.contains(&needle) {
-                found.push(cmdline);
-            }
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+        if cmdline.contains(&needle) || String::from_utf8_lossy(&environ).contains(&needle) {
+            found.push(cmdline);
         }
     }
     found
@@ -178,24 +194,72 @@ fn checkers_fail_when_the_agent_does_nothing() -> anyhow::Result<()> {
     let noop = root().join("evals/noop.jsonl");
     let o = sightline(
         &[
-            "eval", "desktop", "--json",
-            "--replay", noop.to_str().context("path")?,
-            "--tasks", "xterm-echo-file,zenity-question-no,mousepad-type-save,xmessage-apply,zenity-file-choose",
-            "--out", work.path().to_str().context("path")?,
+            "eval",
+            "desktop",
+            "--json",
+            "--replay",
+            noop.to_str().context("path")?,
+            "--tasks",
+            "xterm-echo-file,zenity-question-no,mousepad-type-save,xmessage-apply,\
+                        zenity-file-choose,a11y-press-beta,a11y-name-and-notify",
+            "--out",
+            work.path().to_str().context("path")?,
         ],
         &[],
         &root(),
     )?;
     ensure!(o.status.success(), "{}", text(&o));
     let s = json_line(&o)?;
-    assert_eq!(s["runs"], 5, "{}", text(&o));
+    assert_eq!(s["runs"], 7, "{}", text(&o));
     assert_eq!(s["passed"], 0, "{}", text(&o));
     // The no-op claims done at once: every failure is a claim the checker rejected.
     assert_eq!(
         s["failures"]["claimed_done_but_check_failed"],
-        5,
+        7,
         "{}",
         text(&o)
+    );
+    Ok(())
+}
+
+/// The `a11y-*` oracles click element ids: they resolve only through the task's session bus,
+/// so with `--no-elements` (no bus, the agent without elements) the same replay fails.
+#[test]
+fn without_elements_the_element_id_oracle_cannot_resolve_its_targets() -> anyhow::Result<()> {
+    let _serial = serial();
+    if !tools_available(SUITE_TOOLS)? {
+        return Ok(());
+    }
+    let work = tempfile::tempdir()?;
+    let out = work.path().join("out");
+    let o = sightline(
+        &[
+            "eval",
+            "desktop",
+            "--oracle",
+            "--no-elements",
+            "--json",
+            "--tasks",
+            "a11y-press-beta",
+            "--out",
+            out.to_str().context("path")?,
+        ],
+        &[],
+        &root(),
+    )?;
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let s = json_line(&o)?;
+    assert_eq!(s["passed"], 0, "{}", text(&o));
+    let run: Value = serde_json::from_str(
+        std::fs::read_to_string(out.join("results.jsonl"))?
+            .lines()
+            .next()
+            .context("no result")?,
+    )?;
+    assert_eq!(run["reason"], "step_failed", "{run}");
+    ensure!(
+        run["detail"].as_str().unwrap_or("").contains("button_beta"),
+        "{run}"
     );
     Ok(())
 }
