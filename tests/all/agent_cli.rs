@@ -18,8 +18,11 @@ use rand::{Rng, SeedableRng};
 
 /// Peak resident memory a huge input may cost (the bound).
 const MAX_PEAK_RSS_BYTES: u64 = 2 << 30;
-/// Wall time a huge input may cost (the bound).
-const MAX_SECONDS: f64 = 30.0;
+/// A hang guard, not a speed target: the wall time is dominated by the model load and by how
+/// long the random tiny model's move runs, which a loaded CI machine can stretch past the 30 s
+/// the huge inputs take on a quiet one (measured and printed above each assertion). What the
+/// input itself costs is pinned by the prompt-size lines and the memory bound.
+const MAX_SECONDS: f64 = 180.0;
 /// Held-out accuracy the trained grader must reach on the banner set.
 const MIN_HELD_OUT_ACCURACY: f64 = 0.9;
 
