@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use candle_core::{DType, Tensor};
 use candle_nn::ops::softmax_last_dim;
 
-use super::cpu::{self, axpy, dispatch_fn, dot, exp_sub_sum, max_of, CpuF32, CpuPath};
+use super::cpu::{self, axpy, dispatch_fn, dot, exp_sub_sum, max_of, AttentionInputs, CpuPath};
 use super::flash_cpu::flash_cpu;
 use crate::error::Result;
 
@@ -174,44 +174,23 @@ fn few_rows_cpu_on(
     mask: Option<&Tensor>,
     scale: f64,
 ) -> Result<Option<Tensor>> {
-    let (groups, rep, n, hd) = q.dims4()?;
-    let len = k.dim(1)?;
-    let rows = rep * n;
-    if groups == 0 || rows == 0 || len == 0 || hd == 0 {
-        return Ok(None);
-    }
-    let (Some(qv), Some(kv), Some(vv)) = (CpuF32::of(q), CpuF32::of(k), CpuF32::of(v)) else {
+    let Some(views) = AttentionInputs::of(q, k, v, mask)? else {
         return Ok(None);
     };
-    let mask_view = match mask {
-        Some(m) => match CpuF32::of(m) {
-            Some(view) => Some(view),
-            None => return Ok(None),
-        },
-        None => None,
-    };
-    let mask_data = match &mask_view {
-        Some(view) => match view.contiguous() {
-            Some(d) if d.len() == n * len => Some(d),
-            _ => return Ok(None),
-        },
-        None => None,
-    };
-    let (Some(q_data), &[ks0, ks1, 1], &[vs0, vs1, 1]) =
-        (qv.contiguous(), kv.layout().stride(), vv.layout().stride())
-    else {
+    let Some((q_data, k_data, v_data, mask_data)) = views.slices() else {
         return Ok(None);
     };
-    let k_data = kv.data().get(kv.layout().start_offset()..).unwrap_or(&[]);
-    let v_data = vv.data().get(vv.layout().start_offset()..).unwrap_or(&[]);
-    // Every row the loop indexes must exist (a view into a larger cache buffer).
-    let last_row = |s0: usize, s1: usize| (groups - 1) * s0 + (len - 1) * s1 + hd;
-    if k_data.len() < last_row(ks0, ks1)
-        || v_data.len() < last_row(vs0, vs1)
-        || q_data.len() < groups * rows * hd
-    {
-        return Ok(None);
-    }
+    let AttentionInputs {
+        groups,
+        rep,
+        rows,
+        n,
+        len,
+        hd,
+        ks: [ks0, ks1],
+        vs: [vs0, vs1],
+        ..
+    } = views;
     let inputs = FewRows {
         q: q_data,
         k: k_data,
@@ -237,7 +216,7 @@ fn few_rows_cpu_on(
         }
     });
     drop(per_group);
-    drop((qv, kv, vv, mask_view));
+    drop(views);
     Ok(Some(Tensor::from_vec(
         out,
         (groups, rep, n, hd),

@@ -15,7 +15,9 @@ use std::sync::Mutex;
 
 use candle_core::Tensor;
 
-use super::cpu::{self, dispatch_fn, exp_nonpositive, exp_sub_sum, fmadd, max_of, CpuF32, CpuPath};
+use super::cpu::{
+    self, dispatch_fn, exp_nonpositive, exp_sub_sum, fmadd, max_of, AttentionInputs, CpuPath,
+};
 use crate::error::Result;
 
 /// Query rows per task (the unit of work on candle's thread pool).
@@ -508,44 +510,23 @@ pub(super) fn flash_cpu_on(
     mask: Option<&Tensor>,
     scale: f64,
 ) -> Result<Option<Tensor>> {
-    let (groups, rep, n, hd) = q.dims4()?;
-    let len = k.dim(1)?;
-    let rows = rep * n;
-    if rows == 0 || len == 0 || hd == 0 {
-        return Ok(None);
-    }
-    let (Some(qv), Some(kv), Some(vv)) = (CpuF32::of(q), CpuF32::of(k), CpuF32::of(v)) else {
+    let Some(views) = AttentionInputs::of(q, k, v, mask)? else {
         return Ok(None);
     };
-    let mask_view = match mask {
-        Some(m) => match CpuF32::of(m) {
-            Some(view) => Some(view),
-            None => return Ok(None),
-        },
-        None => None,
-    };
-    let mask_data = match &mask_view {
-        Some(view) => match view.contiguous() {
-            Some(d) if d.len() == n * len => Some(d),
-            _ => return Ok(None),
-        },
-        None => None,
-    };
-    let (Some(q_data), &[ks0, ks1, 1], &[vs0, vs1, 1]) =
-        (qv.contiguous(), kv.layout().stride(), vv.layout().stride())
-    else {
+    let Some((q_data, k_data, v_data, mask_data)) = views.slices() else {
         return Ok(None);
     };
-    let k_data = kv.data().get(kv.layout().start_offset()..).unwrap_or(&[]);
-    let v_data = vv.data().get(vv.layout().start_offset()..).unwrap_or(&[]);
-    // Every row the loops below index must exist (a view into a larger cache buffer).
-    let last_row = |s0: usize, s1: usize| (groups - 1) * s0 + (len - 1) * s1 + hd;
-    if k_data.len() < last_row(ks0, ks1)
-        || v_data.len() < last_row(vs0, vs1)
-        || q_data.len() < groups * rows * hd
-    {
-        return Ok(None);
-    }
+    let AttentionInputs {
+        groups,
+        rep,
+        rows,
+        n,
+        len,
+        hd,
+        ks: [ks0, ks1],
+        vs: [vs0, vs1],
+        ..
+    } = views;
     let scale = scale as f32;
     // Keys transposed per group, `(hd, len_padded)`, so a score tile reads TW
     // consecutive keys per dimension; the padding is never read as a score.
@@ -608,7 +589,7 @@ pub(super) fn flash_cpu_on(
         }
     });
     drop(tasks);
-    drop((qv, kv, vv, mask_view));
+    drop(views);
     Ok(Some(Tensor::from_vec(
         out,
         (groups, rep, n, hd),
