@@ -768,12 +768,11 @@ impl MoveSpec {
             "{"
         };
         if !self.actions.is_empty() {
-            let more_steps = l.max_steps - 1;
             g += &format!(
-                "batch: {} sentence {} step ({} step){{0,{more_steps}}} \"]}}\"\n",
+                "batch: {} sentence {} step {} \"]}}\"\n",
                 lit(&format!(r#"{open}"kind":"batch","purpose":"#)),
                 lit(r#","steps":["#),
-                lit(","),
+                up_to(&format!("{} step", lit(",")), l.max_steps - 1),
             );
             g += &format!(
                 "step: {} sentence ({} | {}) {} action \"}}\"\n",
@@ -821,7 +820,9 @@ impl MoveSpec {
             &format!("sentence: STRING\ntext: STRING\ndstr: STRING\nSTRING: /\"{STRING_BODY}\"/\n");
         let more = l.data_entries.saturating_sub(1);
         g += &format!(
-            "data: \"null\" | dstr | \"{{\" (entry (\",\" entry){{0,{more}}})? \"}}\" | \"[\" (scalar (\",\" scalar){{0,{more}}})? \"]\"\n"
+            "data: \"null\" | dstr | \"{{\" (entry {})? \"}}\" | \"[\" (scalar {})? \"]\"\n",
+            up_to("\",\" entry", more),
+            up_to("\",\" scalar", more),
         );
         g += "entry: dstr \":\" scalar\n";
         g += &format!(
@@ -943,6 +944,16 @@ fn non_empty_str(what: &str, s: &str) -> std::result::Result<(), String> {
 pub(crate) const STRING_BODY: &str = r#"(?:[^"\\\x00-\x1F\x7F]|\\["\\\/bfnrt])+"#;
 
 /// A JSON number of bounded size (no exponent).
+/// `(item){0,max}` in Lark, or nothing when `max` is 0: llguidance rejects a `{0,0}`
+/// repetition ("End number in range cannot be 0"), which a one-step or one-entry limit made.
+fn up_to(item: &str, max: usize) -> String {
+    if max == 0 {
+        String::new()
+    } else {
+        format!("({item}){{0,{max}}}")
+    }
+}
+
 const NUMBER: &str = r"-?(?:0|[1-9][0-9]{0,14})(?:\.[0-9]{1,6})?";
 
 /// Longest text [`NUMBER`] matches: sign, 15 digits, point, 6 digits.

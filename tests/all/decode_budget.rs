@@ -286,3 +286,28 @@ fn a_thought_precedes_the_move_costs_its_own_tokens_and_is_stripped() -> Result<
     }
     Ok(())
 }
+
+/// Limits of one step and one data entry compile (llguidance rejects a `{0,0}` repetition,
+/// which they used to produce) and still decode a one-step batch.
+#[test]
+fn one_step_and_one_entry_limits_compile_and_decode() -> Result<()> {
+    let v = view(&ids(3, false), &[]);
+    let options = GrammarOptions {
+        limits: GrammarLimits {
+            max_steps: 1,
+            data_entries: 1,
+            ..GrammarLimits::default()
+        },
+        ..GrammarOptions::default()
+    };
+    let spec = MoveSpec::new(&v, &options)?;
+    let grammar = Grammar::for_move(env(), &spec, GrammarEngine::Lark)?;
+    let one = r#"{"kind":"batch","purpose":"Save","steps":[{"purpose":"Click Save","kind":"deterministic","action":{"type":"click","target_id":"el-1"}}]}"#;
+    let (mut model, logits) = crate::decode_support::steered(one)?;
+    let out = decode_move(&mut model, &logits, &grammar, &DecodeOptions::default())?;
+    let NextMove::Batch { steps, .. } = &out.next_move else {
+        bail!("not a batch: {}", out.decoded.text);
+    };
+    ensure!(steps.len() == 1, "{}", out.decoded.text);
+    Ok(())
+}
