@@ -19,15 +19,17 @@ use std::path::PathBuf;
 /// An underlying error kept as a cause.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
-/// Writes `: cause` after a message when there is a cause (the message then reads as it did
-/// when the cause was formatted into it).
-struct CauseSuffix<'a>(&'a Option<BoxError>);
+/// A reason followed by its cause, `reason: cause` (or the cause alone when the reason is
+/// empty), so a message reads as it did when the cause was formatted into it.
+struct ReasonAndCause<'a>(&'a str, &'a Option<BoxError>);
 
-impl fmt::Display for CauseSuffix<'_> {
+impl fmt::Display for ReasonAndCause<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Some(cause) => write!(f, ": {cause}"),
-            None => Ok(()),
+        let Self(reason, cause) = self;
+        match cause {
+            Some(cause) if reason.is_empty() => write!(f, "{cause}"),
+            Some(cause) => write!(f, "{reason}: {cause}"),
+            None => f.write_str(reason),
         }
     }
 }
@@ -37,7 +39,7 @@ impl fmt::Display for CauseSuffix<'_> {
 #[non_exhaustive]
 pub enum Error {
     /// A model file is missing, truncated or corrupt, or lacks a tensor or key.
-    #[error("model file {}: {reason}{}", path.display(), CauseSuffix(source))]
+    #[error("model file {}: {}", path.display(), ReasonAndCause(reason, source))]
     ModelFile {
         /// The file (or directory) that is wrong.
         path: PathBuf,
@@ -59,17 +61,35 @@ pub enum Error {
         reason: String,
     },
     /// The tokenizer cannot be read, or does not belong to this model.
-    #[error("tokenizer: {0}")]
-    Tokenizer(String),
+    #[error("tokenizer: {}", ReasonAndCause(reason, source))]
+    Tokenizer {
+        /// What is wrong, naming the file or token.
+        reason: String,
+        /// The tokenizer library's (or reader's) error, when one was behind it.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// A screenshot or image cannot be decoded or is out of bounds.
-    #[error("image: {0}")]
-    Image(String),
+    #[error("image: {}", ReasonAndCause(reason, source))]
+    Image {
+        /// What is wrong with it.
+        reason: String,
+        /// The image decoder's (or encoder's) error, when one was behind it.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// The planning view or another caller input is malformed.
     #[error("invalid input: {0}")]
     InvalidInput(String),
     /// The per-turn grammar could not be built or compiled.
-    #[error("grammar: {0}")]
-    Grammar(String),
+    #[error("grammar: {}", ReasonAndCause(reason, source))]
+    Grammar {
+        /// What llguidance refused.
+        reason: String,
+        /// llguidance's error, when one was behind it.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// Decoding produced text that is not a valid move. This is a bug: the grammar
     /// should have made it impossible. The text is attached.
     #[error("decoded text is not a valid move ({reason}): {text}")]
@@ -80,12 +100,15 @@ pub enum Error {
         text: String,
     },
     /// The requested device cannot be used on this machine or build.
-    #[error("device {device}: {reason}")]
+    #[error("device {device}: {}", ReasonAndCause(reason, source))]
     Device {
         /// The device as the caller named it.
         device: String,
         /// Why it is unavailable.
         reason: String,
+        /// The backend's error, when one was behind it.
+        #[source]
+        source: Option<BoxError>,
     },
     /// A model could not be resolved or fetched from the Hub or the local cache.
     #[error("model {model}: {reason}")]
@@ -95,7 +118,7 @@ pub enum Error {
         /// What is missing and how to get it.
         reason: String,
     },
-    /// A desktop action (capture or input) failed.
+    /// A desktop action (capture or input), a trace or an evaluation session failed.
     #[error("runner: {0}")]
     Runner(String),
     /// An I/O error on a named file.
@@ -135,6 +158,137 @@ impl Error {
         }
     }
 
+    /// An [`Error::Config`] with no underlying error.
+    pub fn config(reason: impl Into<String>) -> Self {
+        Error::Config(reason.into())
+    }
+
+    /// An [`Error::Config`] caused by `source` (shown after `reason`, kept as the cause).
+    pub fn config_caused(reason: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Config(format!("{}: {}", reason.into(), source.into()))
+    }
+
+    /// An [`Error::Tokenizer`] with no underlying error.
+    pub fn tokenizer(reason: impl Into<String>) -> Self {
+        Error::Tokenizer {
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// An [`Error::Tokenizer`] caused by `source` (shown after `reason`, kept as the cause).
+    pub fn tokenizer_caused(reason: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Tokenizer {
+            reason: reason.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// An [`Error::Image`] with no underlying error.
+    pub fn image(reason: impl Into<String>) -> Self {
+        Error::Image {
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// An [`Error::Image`] caused by `source` (shown after `reason`, kept as the cause).
+    pub fn image_caused(reason: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Image {
+            reason: reason.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// An [`Error::Runner`] with no underlying error.
+    pub fn runner(reason: impl Into<String>) -> Self {
+        Error::Runner(reason.into())
+    }
+
+    /// An [`Error::Runner`] caused by `source` (shown after `reason`, kept as the cause).
+    pub fn runner_caused(reason: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Runner(format!("{}: {}", reason.into(), source.into()))
+    }
+
+    /// An [`Error::InvalidInput`]: the caller's input is malformed.
+    pub fn invalid_input(reason: impl Into<String>) -> Self {
+        Error::InvalidInput(reason.into())
+    }
+
+    /// An [`Error::InvalidInput`] caused by `source` (shown after `reason`, kept as the cause),
+    /// such as a parser's error on the caller's file.
+    pub fn invalid_input_caused(reason: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::InvalidInput(format!("{}: {}", reason.into(), source.into()))
+    }
+
+    /// An [`Error::Grammar`] with no underlying error.
+    pub fn grammar(reason: impl Into<String>) -> Self {
+        Error::Grammar {
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// An [`Error::Grammar`] caused by `source` (shown after `reason`, kept as the cause).
+    pub fn grammar_caused(reason: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Grammar {
+            reason: reason.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// An [`Error::Device`] for `device` with no underlying error.
+    pub fn device(device: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Device {
+            device: device.into(),
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// An [`Error::Device`] for `device` caused by `source` (shown after `reason`, kept as
+    /// the cause).
+    pub fn device_caused(
+        device: impl Into<String>,
+        reason: impl Into<String>,
+        source: impl Into<BoxError>,
+    ) -> Self {
+        Error::Device {
+            device: device.into(),
+            reason: reason.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// An [`Error::Hub`] for `model` with no underlying error.
+    pub fn hub(model: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Hub {
+            model: model.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// An [`Error::Hub`] for `model` caused by `source` (shown after `reason`, kept as the
+    /// cause).
+    pub fn hub_caused(
+        model: impl Into<String>,
+        reason: impl Into<String>,
+        source: impl Into<BoxError>,
+    ) -> Self {
+        Error::Hub {
+            model: model.into(),
+            reason: format!("{}: {}", reason.into(), source.into()),
+        }
+    }
+
+    /// An [`Error::Process`]: `tool` could not be started.
+    pub fn process(tool: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Process {
+            tool: tool.into(),
+            source,
+        }
+    }
+
     /// An [`Error::ModelFile`] for `path`.
     pub fn model_file(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
         Error::ModelFile {
@@ -164,15 +318,79 @@ mod tests {
     use super::*;
     use std::error::Error as _;
 
+    const CAUSE: &str = "early end";
+
+    fn cause() -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::UnexpectedEof, CAUSE)
+    }
+
+    /// Every variant built with a cause reads exactly as the message with the cause formatted
+    /// into it did, and returns the cause itself from `source()`.
     #[test]
-    fn a_caused_model_file_error_reads_as_before_and_keeps_its_cause() {
-        let io = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "early end");
-        let e = Error::model_file_caused("m.gguf", "tensor t", io);
-        assert_eq!(e.to_string(), "model file m.gguf: tensor t: early end");
-        let cause = e.source().map(|c| c.to_string());
-        assert_eq!(cause.as_deref(), Some("early end"));
-        let plain = Error::model_file("m.gguf", "tensor t is missing");
-        assert_eq!(plain.to_string(), "model file m.gguf: tensor t is missing");
-        assert!(plain.source().is_none());
+    fn caused_errors_read_as_before_and_return_their_cause() -> Result<()> {
+        let cases = [
+            (
+                Error::model_file_caused("m.gguf", "tensor t", cause()),
+                "model file m.gguf: tensor t: early end",
+            ),
+            (
+                Error::tokenizer_caused("t.json", cause()),
+                "tokenizer: t.json: early end",
+            ),
+            (
+                Error::image_caused("image data is truncated or unreadable", cause()),
+                "image: image data is truncated or unreadable: early end",
+            ),
+            (
+                Error::grammar_caused("building the parser factory", cause()),
+                "grammar: building the parser factory: early end",
+            ),
+            (
+                Error::device_caused("cuda:1", "", cause()),
+                "device cuda:1: early end",
+            ),
+        ];
+        for (err, shown) in cases {
+            assert_eq!(err.to_string(), shown);
+            let source = err
+                .source()
+                .ok_or_else(|| Error::Internal(format!("{err:?} has no source")))?;
+            assert_eq!(source.to_string(), CAUSE);
+            assert!(source.downcast_ref::<std::io::Error>().is_some(), "{err:?}");
+        }
+        Ok(())
+    }
+
+    /// Built without a cause, a variant reads as its reason and has no source.
+    #[test]
+    fn errors_without_a_cause_have_no_source() {
+        let cases = [
+            (
+                Error::model_file("m.gguf", "tensor t is missing"),
+                "model file m.gguf: tensor t is missing",
+            ),
+            (
+                Error::tokenizer("no <|im_end|> token"),
+                "tokenizer: no <|im_end|> token",
+            ),
+            (Error::image("empty image"), "image: empty image"),
+            (Error::grammar("bad rule"), "grammar: bad rule"),
+            (
+                Error::device("tpu", "expected auto, cpu, cuda, cuda:N or metal"),
+                "device tpu: expected auto, cpu, cuda, cuda:N or metal",
+            ),
+        ];
+        for (err, shown) in cases {
+            assert_eq!(err.to_string(), shown);
+            assert!(err.source().is_none(), "{err:?}");
+        }
+    }
+
+    /// A tool that would not start keeps the I/O error as its source.
+    #[test]
+    fn a_process_error_keeps_the_spawn_error() {
+        let err = Error::process("llama-bench", cause());
+        assert_eq!(err.to_string(), "starting llama-bench: early end");
+        assert!(err.source().is_some_and(|s| s.to_string() == CAUSE));
     }
 }

@@ -102,12 +102,10 @@ impl Backend {
             // Without the feature candle cannot create such a device, so no tensor
             // can live there; say so rather than panic.
             #[allow(unreachable_patterns)]
-            other => Err(Error::Device {
-                device: format!("{:?}", other.location()),
-                reason:
-                    "this build has no kernel for the device (enable the `cuda` or `metal` feature)"
-                        .into(),
-            }),
+            other => Err(Error::device(
+                format!("{:?}", other.location()),
+                "this build has no kernel for the device (enable the `cuda` or `metal` feature)",
+            )),
         }
     }
 
@@ -142,7 +140,7 @@ impl TokenPicker {
         let n = match logits.dims() {
             [n] if u32::try_from(*n).is_ok() => *n,
             dims => {
-                return Err(Error::InvalidInput(format!(
+                return Err(Error::invalid_input(format!(
                 "masked pick: logits have shape {dims:?}, expected one row of at most {} entries",
                 u32::MAX
             )))

@@ -55,15 +55,17 @@ impl ReplayPlanner {
             if line.is_empty() {
                 continue;
             }
-            let bad = |e: String| Error::InvalidInput(format!("{source} line {}: {e}", i + 1));
+            let bad = |what: &str, e: serde_json::Error| {
+                Error::invalid_input_caused(format!("{source} line {}: {what}", i + 1), e)
+            };
             let value: serde_json::Value =
-                serde_json::from_str(line).map_err(|e| bad(format!("not JSON: {e}")))?;
+                serde_json::from_str(line).map_err(|e| bad("not JSON", e))?;
             let (mv, verdict) = match value.get("move") {
                 Some(mv) if value.get("kind").is_none() => {
                     let verdict = match value.get("verdict") {
                         Some(v) if !v.is_null() => Some(
                             serde_json::from_value::<DoneVerdict>(v.clone())
-                                .map_err(|e| bad(format!("bad verdict: {e}")))?,
+                                .map_err(|e| bad("bad verdict", e))?,
                         ),
                         _ => None,
                     };
@@ -73,12 +75,13 @@ impl ReplayPlanner {
                 None if value.get("turn").is_some() && value.get("kind").is_none() => continue,
                 _ => (value, None),
             };
-            let mv: NextMove =
-                serde_json::from_value(mv).map_err(|e| bad(format!("not a NextMove: {e}")))?;
+            let mv: NextMove = serde_json::from_value(mv).map_err(|e| bad("not a NextMove", e))?;
             moves.push((mv, verdict));
         }
         if moves.is_empty() {
-            return Err(Error::InvalidInput(format!("{source}: no moves to replay")));
+            return Err(Error::invalid_input(format!(
+                "{source}: no moves to replay"
+            )));
         }
         Ok(Self {
             source: source.to_string(),

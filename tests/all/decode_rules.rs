@@ -57,7 +57,7 @@ fn token_env_has_the_logits_width_and_never_allows_padding_or_special_tokens() -
     // A logits width narrower than the tokenizer is a mismatch, not a panic.
     ensure!(matches!(
         TokenEnv::from_tokenizer(&tokenizer, 1000),
-        Err(Error::Tokenizer(_))
+        Err(Error::Tokenizer { .. })
     ));
 
     // At the start of a string (almost every token allowed) and at the end of a move
