@@ -7,9 +7,12 @@
 //! Errors keep their cause: a variant built from an underlying error (I/O, candle,
 //! safetensors, serde_json, a tool that would not start, …) returns it from
 //! [`std::error::Error::source`], so a caller can match on the variant and still walk the
-//! chain. The message (`Display`) is the same as when the cause was flattened into it, so a
-//! program that prints only the top message loses nothing; one that prints the chain should
-//! skip a cause the message already ends with (the `sightline` binary does).
+//! chain. The message (`Display`) is the same as when the cause was flattened into it
+//! (`reason: cause`, or the cause alone when the reason is empty), so a program that prints
+//! only the top message loses nothing; one that prints the chain should skip a cause the
+//! message already ends with (the `sightline` binary does). Each such variant has two
+//! constructors, `Error::image(reason)` and `Error::image_caused(reason, cause)`, and the
+//! same for the others.
 //! [`Error::InvalidInput`] is for a caller's input only; a broken invariant (a bug) is
 //! [`Error::Internal`].
 
@@ -50,8 +53,14 @@ pub enum Error {
         source: Option<BoxError>,
     },
     /// The model's configuration is inconsistent or unsupported.
-    #[error("model config: {0}")]
-    Config(String),
+    #[error("model config: {}", ReasonAndCause(reason, source))]
+    Config {
+        /// What is inconsistent, naming the key.
+        reason: String,
+        /// The parser's error, when one was behind it.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// A tensor has the wrong shape or dtype for the configuration.
     #[error("tensor {name}: {reason}")]
     Tensor {
@@ -79,8 +88,14 @@ pub enum Error {
         source: Option<BoxError>,
     },
     /// The planning view or another caller input is malformed.
-    #[error("invalid input: {0}")]
-    InvalidInput(String),
+    #[error("invalid input: {}", ReasonAndCause(reason, source))]
+    InvalidInput {
+        /// What is wrong, naming the file, line or argument.
+        reason: String,
+        /// The parser's error on the caller's text, when one was behind it.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// The per-turn grammar could not be built or compiled.
     #[error("grammar: {}", ReasonAndCause(reason, source))]
     Grammar {
@@ -111,16 +126,26 @@ pub enum Error {
         source: Option<BoxError>,
     },
     /// A model could not be resolved or fetched from the Hub or the local cache.
-    #[error("model {model}: {reason}")]
+    #[error("model {model}: {}", ReasonAndCause(reason, source))]
     Hub {
         /// The model id, repo or path as given.
         model: String,
         /// What is missing and how to get it.
         reason: String,
+        /// The download's, parser's or file system's error, when one was behind it.
+        #[source]
+        source: Option<BoxError>,
     },
     /// A desktop action (capture or input), a trace or an evaluation session failed.
-    #[error("runner: {0}")]
-    Runner(String),
+    #[error("runner: {}", ReasonAndCause(reason, source))]
+    Runner {
+        /// What failed.
+        reason: String,
+        /// The underlying error (I/O, X11, the accessibility bus, a child process, …), when
+        /// one was behind it.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// An I/O error on a named file.
     #[error("{path}: {source}")]
     Io {
@@ -160,12 +185,18 @@ impl Error {
 
     /// An [`Error::Config`] with no underlying error.
     pub fn config(reason: impl Into<String>) -> Self {
-        Error::Config(reason.into())
+        Error::Config {
+            reason: reason.into(),
+            source: None,
+        }
     }
 
     /// An [`Error::Config`] caused by `source` (shown after `reason`, kept as the cause).
     pub fn config_caused(reason: impl Into<String>, source: impl Into<BoxError>) -> Self {
-        Error::Config(format!("{}: {}", reason.into(), source.into()))
+        Error::Config {
+            reason: reason.into(),
+            source: Some(source.into()),
+        }
     }
 
     /// An [`Error::Tokenizer`] with no underlying error.
@@ -202,23 +233,35 @@ impl Error {
 
     /// An [`Error::Runner`] with no underlying error.
     pub fn runner(reason: impl Into<String>) -> Self {
-        Error::Runner(reason.into())
+        Error::Runner {
+            reason: reason.into(),
+            source: None,
+        }
     }
 
     /// An [`Error::Runner`] caused by `source` (shown after `reason`, kept as the cause).
     pub fn runner_caused(reason: impl Into<String>, source: impl Into<BoxError>) -> Self {
-        Error::Runner(format!("{}: {}", reason.into(), source.into()))
+        Error::Runner {
+            reason: reason.into(),
+            source: Some(source.into()),
+        }
     }
 
     /// An [`Error::InvalidInput`]: the caller's input is malformed.
     pub fn invalid_input(reason: impl Into<String>) -> Self {
-        Error::InvalidInput(reason.into())
+        Error::InvalidInput {
+            reason: reason.into(),
+            source: None,
+        }
     }
 
     /// An [`Error::InvalidInput`] caused by `source` (shown after `reason`, kept as the cause),
     /// such as a parser's error on the caller's file.
     pub fn invalid_input_caused(reason: impl Into<String>, source: impl Into<BoxError>) -> Self {
-        Error::InvalidInput(format!("{}: {}", reason.into(), source.into()))
+        Error::InvalidInput {
+            reason: reason.into(),
+            source: Some(source.into()),
+        }
     }
 
     /// An [`Error::Grammar`] with no underlying error.
@@ -265,6 +308,7 @@ impl Error {
         Error::Hub {
             model: model.into(),
             reason: reason.into(),
+            source: None,
         }
     }
 
@@ -277,7 +321,8 @@ impl Error {
     ) -> Self {
         Error::Hub {
             model: model.into(),
-            reason: format!("{}: {}", reason.into(), source.into()),
+            reason: reason.into(),
+            source: Some(source.into()),
         }
     }
 
@@ -349,6 +394,22 @@ mod tests {
                 Error::device_caused("cuda:1", "", cause()),
                 "device cuda:1: early end",
             ),
+            (
+                Error::config_caused("config.json does not parse", cause()),
+                "model config: config.json does not parse: early end",
+            ),
+            (
+                Error::runner_caused("cannot start Xvfb", cause()),
+                "runner: cannot start Xvfb: early end",
+            ),
+            (
+                Error::invalid_input_caused("h.json line 2: not JSON", cause()),
+                "invalid input: h.json line 2: not JSON: early end",
+            ),
+            (
+                Error::hub_caused("qwen3-vl-2b", "listing the Hub repo r failed", cause()),
+                "model qwen3-vl-2b: listing the Hub repo r failed: early end",
+            ),
         ];
         for (err, shown) in cases {
             assert_eq!(err.to_string(), shown);
@@ -378,6 +439,22 @@ mod tests {
             (
                 Error::device("tpu", "expected auto, cpu, cuda, cuda:N or metal"),
                 "device tpu: expected auto, cpu, cuda, cuda:N or metal",
+            ),
+            (
+                Error::config("no rope_theta"),
+                "model config: no rope_theta",
+            ),
+            (
+                Error::runner("no monitor found"),
+                "runner: no monitor found",
+            ),
+            (
+                Error::invalid_input("the goal is empty"),
+                "invalid input: the goal is empty",
+            ),
+            (
+                Error::hub("x", "empty model name"),
+                "model x: empty model name",
             ),
         ];
         for (err, shown) in cases {

@@ -152,7 +152,7 @@ pub fn eval(args: &EvalArgs) -> i32 {
         EvalCommand::Merge(a) => merge(a),
     };
     result.unwrap_or_else(|e| {
-        eprintln!("error: {e:#}");
+        eprintln!("error: {}", crate::cli::error_line(&e));
         exit_code::USAGE_OR_SETUP
     })
 }

@@ -572,6 +572,29 @@ fn describe_exit(o: &CommandOutcome) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::error::Error as _;
+
+    /// A program that cannot be started is an [`Error::Runner`] naming it, reading as
+    /// before, with the spawn's I/O error as its source.
+    #[test]
+    fn a_program_that_will_not_start_keeps_the_spawn_error() -> Result<()> {
+        let missing = "/nonexistent/sightline-test-no-such-program";
+        let err = match GroupChild::spawn(Command::new(missing), "the test program") {
+            Ok(_) => return Err(Error::Internal(format!("{missing} started"))),
+            Err(err) => err,
+        };
+        let source = err
+            .source()
+            .and_then(|s| s.downcast_ref::<std::io::Error>())
+            .ok_or_else(|| Error::Internal(format!("no I/O source: {err:?}")))?;
+        assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+        assert!(matches!(err, Error::Runner { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            format!("runner: cannot start the test program: {source}")
+        );
+        Ok(())
+    }
 
     #[test]
     fn run_to_end_reports_exit_output_and_timeouts() -> Result<()> {

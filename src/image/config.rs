@@ -220,7 +220,11 @@ impl PreprocessConfig {
         let raw: RawPreprocessorConfig = serde_json::from_str(&text)
             .map_err(|e| Error::model_file_caused(path, "not a preprocessor config", e))?;
         Self::from_raw(&raw).map_err(|e| match e {
-            Error::Config(reason) => Error::model_file(path, reason),
+            Error::Config { reason, source } => Error::ModelFile {
+                path: path.to_path_buf(),
+                reason,
+                source,
+            },
             other => other,
         })
     }

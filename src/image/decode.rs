@@ -198,7 +198,9 @@ mod tests {
             Err(err) => err,
         };
         let Error::Image { reason, .. } = &err else {
-            return Err(Error::Internal(format!("expected an image error, got {err}")));
+            return Err(Error::Internal(format!(
+                "expected an image error, got {err}"
+            )));
         };
         let source = err
             .source()

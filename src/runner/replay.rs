@@ -153,3 +153,29 @@ impl PlanProducer for ReplayPlanner {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    /// A replay line that is not JSON is the caller's input error naming the line, with
+    /// serde_json's error (line and column) kept as the source.
+    #[test]
+    fn a_replay_line_that_is_not_json_keeps_the_parsers_error() -> Result<()> {
+        let err = match ReplayPlanner::from_jsonl("\n{\"move\": oops", "t.jsonl") {
+            Ok(_) => return Err(Error::Internal("a broken replay parsed".into())),
+            Err(err) => err,
+        };
+        let source = err
+            .source()
+            .and_then(|s| s.downcast_ref::<serde_json::Error>())
+            .ok_or_else(|| Error::Internal(format!("no serde_json source: {err:?}")))?;
+        assert!(matches!(err, Error::InvalidInput { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            format!("invalid input: t.jsonl line 2: not JSON: {source}")
+        );
+        Ok(())
+    }
+}

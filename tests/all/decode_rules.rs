@@ -468,7 +468,7 @@ fn budget_exhaustion_is_a_decode_error_with_the_text() -> Result<()> {
         candle_core::Tensor::zeros(10, candle_core::DType::F32, &candle_core::Device::Cpu)?;
     ensure!(matches!(
         decode(&mut model, &narrow, &grammar, &options),
-        Err(Error::InvalidInput(_))
+        Err(Error::InvalidInput { .. })
     ));
     Ok(())
 }

@@ -231,7 +231,11 @@ impl Qwen3VlConfig {
     pub fn from_config_json(path: &Path) -> Result<Self> {
         let text = crate::input_file::read_string(path, crate::input_file::InputKind::Config)?;
         Self::from_json_str(&text).map_err(|e| match e {
-            Error::Config(reason) => Error::model_file(path, reason),
+            Error::Config { reason, source } => Error::ModelFile {
+                path: path.to_path_buf(),
+                reason,
+                source,
+            },
             other => other,
         })
     }
