@@ -7,9 +7,12 @@
 //! Errors keep their cause: a variant built from an underlying error (I/O, candle,
 //! safetensors, serde_json, a tool that would not start, …) returns it from
 //! [`std::error::Error::source`], so a caller can match on the variant and still walk the
-//! chain. The message (`Display`) is the same as when the cause was flattened into it, so a
-//! program that prints only the top message loses nothing; one that prints the chain should
-//! skip a cause the message already ends with (the `sightline` binary does).
+//! chain. The message (`Display`) is the same as when the cause was flattened into it
+//! (`reason: cause`, or the cause alone when the reason is empty), so a program that prints
+//! only the top message loses nothing; one that prints the chain should skip a cause the
+//! message already ends with (the `sightline` binary does). Each such variant has two
+//! constructors, `Error::image(reason)` and `Error::image_caused(reason, cause)`, and the
+//! same for the others.
 //! [`Error::InvalidInput`] is for a caller's input only; a broken invariant (a bug) is
 //! [`Error::Internal`].
 
@@ -19,15 +22,17 @@ use std::path::PathBuf;
 /// An underlying error kept as a cause.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
-/// Writes `: cause` after a message when there is a cause (the message then reads as it did
-/// when the cause was formatted into it).
-struct CauseSuffix<'a>(&'a Option<BoxError>);
+/// A reason followed by its cause, `reason: cause` (or the cause alone when the reason is
+/// empty), so a message reads as it did when the cause was formatted into it.
+struct ReasonAndCause<'a>(&'a str, &'a Option<BoxError>);
 
-impl fmt::Display for CauseSuffix<'_> {
+impl fmt::Display for ReasonAndCause<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Some(cause) => write!(f, ": {cause}"),
-            None => Ok(()),
+        let Self(reason, cause) = self;
+        match cause {
+            Some(cause) if reason.is_empty() => write!(f, "{cause}"),
+            Some(cause) => write!(f, "{reason}: {cause}"),
+            None => f.write_str(reason),
         }
     }
 }
@@ -37,7 +42,7 @@ impl fmt::Display for CauseSuffix<'_> {
 #[non_exhaustive]
 pub enum Error {
     /// A model file is missing, truncated or corrupt, or lacks a tensor or key.
-    #[error("model file {}: {reason}{}", path.display(), CauseSuffix(source))]
+    #[error("model file {}: {}", path.display(), ReasonAndCause(reason, source))]
     ModelFile {
         /// The file (or directory) that is wrong.
         path: PathBuf,
@@ -48,8 +53,14 @@ pub enum Error {
         source: Option<BoxError>,
     },
     /// The model's configuration is inconsistent or unsupported.
-    #[error("model config: {0}")]
-    Config(String),
+    #[error("model config: {}", ReasonAndCause(reason, source))]
+    Config {
+        /// What is inconsistent, naming the key.
+        reason: String,
+        /// The parser's error, when one was behind it.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// A tensor has the wrong shape or dtype for the configuration.
     #[error("tensor {name}: {reason}")]
     Tensor {
@@ -59,17 +70,41 @@ pub enum Error {
         reason: String,
     },
     /// The tokenizer cannot be read, or does not belong to this model.
-    #[error("tokenizer: {0}")]
-    Tokenizer(String),
+    #[error("tokenizer: {}", ReasonAndCause(reason, source))]
+    Tokenizer {
+        /// What is wrong, naming the file or token.
+        reason: String,
+        /// The tokenizer library's (or reader's) error, when one was behind it.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// A screenshot or image cannot be decoded or is out of bounds.
-    #[error("image: {0}")]
-    Image(String),
+    #[error("image: {}", ReasonAndCause(reason, source))]
+    Image {
+        /// What is wrong with it.
+        reason: String,
+        /// The image decoder's (or encoder's) error, when one was behind it.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// The planning view or another caller input is malformed.
-    #[error("invalid input: {0}")]
-    InvalidInput(String),
+    #[error("invalid input: {}", ReasonAndCause(reason, source))]
+    InvalidInput {
+        /// What is wrong, naming the file, line or argument.
+        reason: String,
+        /// The parser's error on the caller's text, when one was behind it.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// The per-turn grammar could not be built or compiled.
-    #[error("grammar: {0}")]
-    Grammar(String),
+    #[error("grammar: {}", ReasonAndCause(reason, source))]
+    Grammar {
+        /// What llguidance refused.
+        reason: String,
+        /// llguidance's error, when one was behind it.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// Decoding produced text that is not a valid move. This is a bug: the grammar
     /// should have made it impossible. The text is attached.
     #[error("decoded text is not a valid move ({reason}): {text}")]
@@ -80,24 +115,37 @@ pub enum Error {
         text: String,
     },
     /// The requested device cannot be used on this machine or build.
-    #[error("device {device}: {reason}")]
+    #[error("device {device}: {}", ReasonAndCause(reason, source))]
     Device {
         /// The device as the caller named it.
         device: String,
         /// Why it is unavailable.
         reason: String,
+        /// The backend's error, when one was behind it.
+        #[source]
+        source: Option<BoxError>,
     },
     /// A model could not be resolved or fetched from the Hub or the local cache.
-    #[error("model {model}: {reason}")]
+    #[error("model {model}: {}", ReasonAndCause(reason, source))]
     Hub {
         /// The model id, repo or path as given.
         model: String,
         /// What is missing and how to get it.
         reason: String,
+        /// The download's, parser's or file system's error, when one was behind it.
+        #[source]
+        source: Option<BoxError>,
     },
-    /// A desktop action (capture or input) failed.
-    #[error("runner: {0}")]
-    Runner(String),
+    /// A desktop action (capture or input), a trace or an evaluation session failed.
+    #[error("runner: {}", ReasonAndCause(reason, source))]
+    Runner {
+        /// What failed.
+        reason: String,
+        /// The underlying error (I/O, X11, the accessibility bus, a child process, …), when
+        /// one was behind it.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// An I/O error on a named file.
     #[error("{path}: {source}")]
     Io {
@@ -135,6 +183,157 @@ impl Error {
         }
     }
 
+    /// An [`Error::Config`] with no underlying error.
+    pub fn config(reason: impl Into<String>) -> Self {
+        Error::Config {
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// An [`Error::Config`] caused by `source` (shown after `reason`, kept as the cause).
+    pub fn config_caused(reason: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Config {
+            reason: reason.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// An [`Error::Tokenizer`] with no underlying error.
+    pub fn tokenizer(reason: impl Into<String>) -> Self {
+        Error::Tokenizer {
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// An [`Error::Tokenizer`] caused by `source` (shown after `reason`, kept as the cause).
+    pub fn tokenizer_caused(reason: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Tokenizer {
+            reason: reason.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// An [`Error::Image`] with no underlying error.
+    pub fn image(reason: impl Into<String>) -> Self {
+        Error::Image {
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// An [`Error::Image`] caused by `source` (shown after `reason`, kept as the cause).
+    pub fn image_caused(reason: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Image {
+            reason: reason.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// An [`Error::Runner`] with no underlying error.
+    pub fn runner(reason: impl Into<String>) -> Self {
+        Error::Runner {
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// An [`Error::Runner`] caused by `source` (shown after `reason`, kept as the cause).
+    pub fn runner_caused(reason: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Runner {
+            reason: reason.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// An [`Error::InvalidInput`]: the caller's input is malformed.
+    pub fn invalid_input(reason: impl Into<String>) -> Self {
+        Error::InvalidInput {
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// An [`Error::InvalidInput`] caused by `source` (shown after `reason`, kept as the cause),
+    /// such as a parser's error on the caller's file.
+    pub fn invalid_input_caused(reason: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::InvalidInput {
+            reason: reason.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// An [`Error::Grammar`] with no underlying error.
+    pub fn grammar(reason: impl Into<String>) -> Self {
+        Error::Grammar {
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// An [`Error::Grammar`] caused by `source` (shown after `reason`, kept as the cause).
+    pub fn grammar_caused(reason: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Grammar {
+            reason: reason.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// An [`Error::Device`] for `device` with no underlying error.
+    pub fn device(device: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Device {
+            device: device.into(),
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// An [`Error::Device`] for `device` caused by `source` (shown after `reason`, kept as
+    /// the cause).
+    pub fn device_caused(
+        device: impl Into<String>,
+        reason: impl Into<String>,
+        source: impl Into<BoxError>,
+    ) -> Self {
+        Error::Device {
+            device: device.into(),
+            reason: reason.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// An [`Error::Hub`] for `model` with no underlying error.
+    pub fn hub(model: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Hub {
+            model: model.into(),
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// An [`Error::Hub`] for `model` caused by `source` (shown after `reason`, kept as the
+    /// cause).
+    pub fn hub_caused(
+        model: impl Into<String>,
+        reason: impl Into<String>,
+        source: impl Into<BoxError>,
+    ) -> Self {
+        Error::Hub {
+            model: model.into(),
+            reason: reason.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// An [`Error::Process`]: `tool` could not be started.
+    pub fn process(tool: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Process {
+            tool: tool.into(),
+            source,
+        }
+    }
+
     /// An [`Error::ModelFile`] for `path`.
     pub fn model_file(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
         Error::ModelFile {
@@ -164,15 +363,111 @@ mod tests {
     use super::*;
     use std::error::Error as _;
 
+    const CAUSE: &str = "early end";
+
+    fn cause() -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::UnexpectedEof, CAUSE)
+    }
+
+    /// Every variant built with a cause reads exactly as the message with the cause formatted
+    /// into it did, and returns the cause itself from `source()`.
     #[test]
-    fn a_caused_model_file_error_reads_as_before_and_keeps_its_cause() {
-        let io = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "early end");
-        let e = Error::model_file_caused("m.gguf", "tensor t", io);
-        assert_eq!(e.to_string(), "model file m.gguf: tensor t: early end");
-        let cause = e.source().map(|c| c.to_string());
-        assert_eq!(cause.as_deref(), Some("early end"));
-        let plain = Error::model_file("m.gguf", "tensor t is missing");
-        assert_eq!(plain.to_string(), "model file m.gguf: tensor t is missing");
-        assert!(plain.source().is_none());
+    fn caused_errors_read_as_before_and_return_their_cause() -> Result<()> {
+        let cases = [
+            (
+                Error::model_file_caused("m.gguf", "tensor t", cause()),
+                "model file m.gguf: tensor t: early end",
+            ),
+            (
+                Error::tokenizer_caused("t.json", cause()),
+                "tokenizer: t.json: early end",
+            ),
+            (
+                Error::image_caused("image data is truncated or unreadable", cause()),
+                "image: image data is truncated or unreadable: early end",
+            ),
+            (
+                Error::grammar_caused("building the parser factory", cause()),
+                "grammar: building the parser factory: early end",
+            ),
+            (
+                Error::device_caused("cuda:1", "", cause()),
+                "device cuda:1: early end",
+            ),
+            (
+                Error::config_caused("config.json does not parse", cause()),
+                "model config: config.json does not parse: early end",
+            ),
+            (
+                Error::runner_caused("cannot start Xvfb", cause()),
+                "runner: cannot start Xvfb: early end",
+            ),
+            (
+                Error::invalid_input_caused("h.json line 2: not JSON", cause()),
+                "invalid input: h.json line 2: not JSON: early end",
+            ),
+            (
+                Error::hub_caused("qwen3-vl-2b", "listing the Hub repo r failed", cause()),
+                "model qwen3-vl-2b: listing the Hub repo r failed: early end",
+            ),
+        ];
+        for (err, shown) in cases {
+            assert_eq!(err.to_string(), shown);
+            let source = err
+                .source()
+                .ok_or_else(|| Error::Internal(format!("{err:?} has no source")))?;
+            assert_eq!(source.to_string(), CAUSE);
+            assert!(source.downcast_ref::<std::io::Error>().is_some(), "{err:?}");
+        }
+        Ok(())
+    }
+
+    /// Built without a cause, a variant reads as its reason and has no source.
+    #[test]
+    fn errors_without_a_cause_have_no_source() {
+        let cases = [
+            (
+                Error::model_file("m.gguf", "tensor t is missing"),
+                "model file m.gguf: tensor t is missing",
+            ),
+            (
+                Error::tokenizer("no <|im_end|> token"),
+                "tokenizer: no <|im_end|> token",
+            ),
+            (Error::image("empty image"), "image: empty image"),
+            (Error::grammar("bad rule"), "grammar: bad rule"),
+            (
+                Error::device("tpu", "expected auto, cpu, cuda, cuda:N or metal"),
+                "device tpu: expected auto, cpu, cuda, cuda:N or metal",
+            ),
+            (
+                Error::config("no rope_theta"),
+                "model config: no rope_theta",
+            ),
+            (
+                Error::runner("no monitor found"),
+                "runner: no monitor found",
+            ),
+            (
+                Error::invalid_input("the goal is empty"),
+                "invalid input: the goal is empty",
+            ),
+            (
+                Error::hub("x", "empty model name"),
+                "model x: empty model name",
+            ),
+        ];
+        for (err, shown) in cases {
+            assert_eq!(err.to_string(), shown);
+            assert!(err.source().is_none(), "{err:?}");
+        }
+    }
+
+    /// A tool that would not start keeps the I/O error as its source.
+    #[test]
+    fn a_process_error_keeps_the_spawn_error() {
+        let err = Error::process("llama-bench", cause());
+        assert_eq!(err.to_string(), "starting llama-bench: early end");
+        assert!(err.source().is_some_and(|s| s.to_string() == CAUSE));
     }
 }

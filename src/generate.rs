@@ -174,7 +174,7 @@ impl ChatGenerator {
         }
         for id in [special.im_end, special.end_of_text] {
             if id as usize >= logits_width {
-                return Err(Error::Tokenizer(format!(
+                return Err(Error::tokenizer(format!(
                     "end token id {id} is outside the model's logits row ({logits_width})"
                 )));
             }
@@ -222,7 +222,7 @@ impl ChatGenerator {
         Ok(self
             .tokenizer
             .encode(text, false)
-            .map_err(|e| Error::Tokenizer(e.to_string()))?
+            .map_err(|e| Error::tokenizer_caused("", e))?
             .get_ids()
             .to_vec())
     }
@@ -298,7 +298,7 @@ impl ChatGenerator {
         on_token: &mut dyn FnMut(u32),
     ) -> Result<Generation> {
         if model.vocab_size() != self.logits_width {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::invalid_input(format!(
                 "the generator was built for {} logits, the model has {}",
                 self.logits_width,
                 model.vocab_size()
@@ -317,7 +317,7 @@ impl ChatGenerator {
             let t = Instant::now();
             let token = sampler.sample(&row, &self.allowed).ok_or_else(|| {
                 // The mask allows every known id, so only a row narrower than it gets here.
-                Error::InvalidInput("no token can be sampled from the logits row".into())
+                Error::invalid_input("no token can be sampled from the logits row")
             })?;
             timings.sampling += t.elapsed();
             tokens.push(token);
@@ -353,7 +353,7 @@ impl ChatGenerator {
         let text = self
             .tokenizer
             .decode(shown, false)
-            .map_err(|e| Error::Tokenizer(e.to_string()))?;
+            .map_err(|e| Error::tokenizer_caused("", e))?;
         Ok(Generation {
             prompt_tokens: prompt.to_vec(),
             image_tokens: images.iter().map(EncodedImage::n_tokens).sum(),
@@ -371,7 +371,7 @@ impl ChatGenerator {
             .flatten_all()?
             .to_vec1::<f32>()?;
         if row.len() != self.logits_width {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::Internal(format!(
                 "the model returned {} logits, expected {}",
                 row.len(),
                 self.logits_width
@@ -407,7 +407,7 @@ impl<'a> TextStream<'a> {
         let text = self
             .tokenizer
             .decode(&self.tokens, false)
-            .map_err(|e| Error::Tokenizer(e.to_string()))?;
+            .map_err(|e| Error::tokenizer_caused("", e))?;
         // An incomplete character decodes to U+FFFD; wait for the next token.
         if text.ends_with('\u{FFFD}') {
             return Ok(String::new());
@@ -438,7 +438,7 @@ impl Generation {
     pub fn save_logits(&self, path: &Path) -> Result<()> {
         let rows = self.logits.len();
         if rows != self.tokens.len() + 1 {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::invalid_input(format!(
                 "{rows} logits rows kept for {} generated tokens: generate with keep_logits",
                 self.tokens.len()
             )));

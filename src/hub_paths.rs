@@ -24,10 +24,10 @@ pub const MAX_ETAG_BYTES: usize = 128;
 
 fn bad(what: &str, value: &str, why: &str) -> Error {
     let shown: String = value.chars().take(80).collect();
-    Error::Hub {
-        model: shown.escape_debug().to_string(),
-        reason: format!("unsafe {what} {shown:?} ({why}); refusing to use it as a path"),
-    }
+    Error::hub(
+        shown.escape_debug().to_string(),
+        format!("unsafe {what} {shown:?} ({why}); refusing to use it as a path"),
+    )
 }
 
 /// Characters allowed in one component of a repo id or revision.
@@ -173,14 +173,14 @@ pub fn ensure_under(root: &Path, path: &Path) -> Result<()> {
                 .any(|c| !matches!(c, Component::Normal(_)))
         });
     if escapes {
-        return Err(Error::Hub {
-            model: path.display().to_string(),
-            reason: format!(
+        return Err(Error::hub(
+            path.display().to_string(),
+            format!(
                 "the path resolves to {}, outside the Hub cache {}; refusing to use it",
                 real.display(),
                 root_real.display()
             ),
-        });
+        ));
     }
     Ok(())
 }

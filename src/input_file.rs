@@ -209,7 +209,7 @@ mod tests {
         let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
         let fifo = dir.path().join("fifo");
         let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes())
-            .map_err(|_| Error::InvalidInput("nul".into()))?;
+            .map_err(|_| Error::invalid_input("nul"))?;
         // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         for p in [

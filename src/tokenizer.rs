@@ -21,9 +21,11 @@ pub fn load_tokenizer(path: &Path) -> Result<Tokenizer> {
         flate2::read::GzDecoder::new(bytes.as_slice())
             .take(MAX_TOKENIZER_JSON_BYTES + 1)
             .read_to_end(&mut out)
-            .map_err(|e| Error::Tokenizer(format!("{}: not valid gzip: {e}", path.display())))?;
+            .map_err(|e| {
+                Error::tokenizer_caused(format!("{}: not valid gzip", path.display()), e)
+            })?;
         if out.len() as u64 > MAX_TOKENIZER_JSON_BYTES {
-            return Err(Error::Tokenizer(format!(
+            return Err(Error::tokenizer(format!(
                 "{}: decompresses to more than {MAX_TOKENIZER_JSON_BYTES} bytes",
                 path.display()
             )));
@@ -32,7 +34,7 @@ pub fn load_tokenizer(path: &Path) -> Result<Tokenizer> {
     } else {
         bytes
     };
-    Tokenizer::from_bytes(&json).map_err(|e| Error::Tokenizer(format!("{}: {e}", path.display())))
+    Tokenizer::from_bytes(&json).map_err(|e| Error::tokenizer_caused(path.display().to_string(), e))
 }
 
 /// Ids of the Qwen3-VL chat and vision special tokens, looked up by name.
@@ -58,7 +60,7 @@ impl SpecialTokens {
     pub fn from_tokenizer(tokenizer: &Tokenizer) -> Result<Self> {
         let id = |name: &str| {
             tokenizer.token_to_id(name).ok_or_else(|| {
-                Error::Tokenizer(format!(
+                Error::tokenizer(format!(
                     "special token {name} is missing: not a Qwen3-VL tokenizer"
                 ))
             })
@@ -89,7 +91,7 @@ const TOKEN_TYPE_USER_DEFINED: i32 = 4;
 /// supported (every Qwen3-VL model). llama.cpp pads the vocabulary to the logits width with
 /// `[PAD…]` tokens; they are left out, as in the model's own `tokenizer.json`.
 pub fn tokenizer_from_gguf(content: &gguf_file::Content, path: &Path) -> Result<Tokenizer> {
-    let err = |reason: String| Error::Tokenizer(format!("{}: {reason}", path.display()));
+    let err = |reason: String| Error::tokenizer(format!("{}: {reason}", path.display()));
     let get = |key: &str| {
         content
             .metadata
@@ -176,4 +178,37 @@ pub fn tokenizer_from_gguf(content: &gguf_file::Content, path: &Path) -> Result<
         },
     });
     Tokenizer::from_bytes(json.to_string().as_bytes()).map_err(|e| err(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    /// A `tokenizer.json` that does not parse is an [`Error::Tokenizer`] naming the file,
+    /// reading exactly as the flattened message did, with the tokenizers crate's error kept
+    /// as the source.
+    #[test]
+    fn a_tokenizer_json_that_does_not_parse_keeps_the_parsers_error_as_source() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let path = dir.path().join("tokenizer.json");
+        let text = b"{ \"model\": not json";
+        std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
+        let err = match load_tokenizer(&path) {
+            Ok(_) => return Err(Error::Internal("a broken tokenizer.json loaded".into())),
+            Err(err) => err,
+        };
+        let parser_error = match Tokenizer::from_bytes(text) {
+            Ok(_) => return Err(Error::Internal("the text parsed".into())),
+            Err(e) => e.to_string(),
+        };
+        assert!(matches!(err, Error::Tokenizer { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            format!("tokenizer: {}: {parser_error}", path.display())
+        );
+        let source = err.source().map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some(parser_error.as_str()));
+        Ok(())
+    }
 }

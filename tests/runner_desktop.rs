@@ -473,7 +473,7 @@ impl InputDevice for FlakyTyping {
         self.0.input().left_button(action)
     }
     fn text(&mut self, _text: &str) -> sightline::Result<()> {
-        Err(sightline::Error::Runner("keyboard unplugged".into()))
+        Err(sightline::Error::runner("keyboard unplugged"))
     }
     fn key(
         &mut self,

@@ -109,9 +109,9 @@ fn complete_files(dir: &Path, plan: &ModelPlan) -> Option<u64> {
 
 fn source_for(dir: &Path, plan: &ModelPlan) -> Result<ModelSource> {
     if plan.format.is_gguf() {
-        let (text, mmproj) = plan
-            .gguf_names()
-            .ok_or_else(|| Error::InvalidInput(format!("{} plan has no GGUF pair", plan.format)))?;
+        let (text, mmproj) = plan.gguf_names().ok_or_else(|| {
+            Error::invalid_input(format!("{} plan has no GGUF pair", plan.format))
+        })?;
         Ok(ModelSource::Gguf {
             text: dir.join(text),
             mmproj: dir.join(mmproj),
@@ -191,7 +191,7 @@ pub fn write_model(plan: &ModelPlan, dir: &Path, options: &GenerateOptions) -> R
     bar.finish_and_clear();
     let marker = dir.join(COMPLETE_MARKER);
     let text = serde_json::to_string_pretty(&marker_json(plan, &sizes))
-        .map_err(|e| Error::InvalidInput(format!("marker: {e}")))?;
+        .map_err(|e| Error::Internal(format!("marker: {e}")))?;
     std::fs::write(&marker, text).map_err(|e| Error::io(&marker, e))?;
     Ok(sizes.iter().map(|(_, s)| s).sum())
 }
@@ -241,7 +241,7 @@ fn write_safetensors(
         );
         offset += bytes;
     }
-    let mut json = serde_json::to_vec(&header).map_err(|e| Error::InvalidInput(e.to_string()))?;
+    let mut json = serde_json::to_vec(&header).map_err(|e| Error::Internal(e.to_string()))?;
     // The data starts 8-byte aligned, as the safetensors writer pads it.
     while (json.len() + 8) % 8 != 0 {
         json.push(b' ');
@@ -352,7 +352,7 @@ fn for_each_chunk(
                 .into_iter()
                 .map(|h| {
                     h.join().unwrap_or_else(|_| {
-                        Err(Error::InvalidInput(format!(
+                        Err(Error::Internal(format!(
                             "generating {} panicked",
                             t.info.name
                         )))

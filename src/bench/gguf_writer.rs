@@ -108,7 +108,7 @@ fn value_type_id(v: &Value) -> u32 {
 }
 
 fn write_value<W: Write>(w: &mut W, key: &str, v: &Value) -> Result<()> {
-    let io = |e: std::io::Error| Error::InvalidInput(format!("writing GGUF key {key}: {e}"));
+    let io = |e: std::io::Error| Error::Internal(format!("writing GGUF key {key}: {e}"));
     match v {
         Value::U8(x) => w.write_all(&[*x]).map_err(io)?,
         Value::I8(x) => w.write_all(&x.to_le_bytes()).map_err(io)?,
@@ -125,7 +125,7 @@ fn write_value<W: Write>(w: &mut W, key: &str, v: &Value) -> Result<()> {
         Value::Array(items) => {
             let elem_type = items.first().map(value_type_id).unwrap_or(4);
             if items.iter().any(|i| value_type_id(i) != elem_type) {
-                return Err(Error::InvalidInput(format!(
+                return Err(Error::invalid_input(format!(
                     "GGUF key {key}: an array mixes value types"
                 )));
             }
@@ -147,7 +147,7 @@ pub fn header_bytes(
     tensors: &[GgufTensorInfo],
 ) -> Result<(Vec<u8>, Vec<usize>)> {
     let mut w: Vec<u8> = Vec::new();
-    let io = |e: std::io::Error| Error::InvalidInput(format!("writing a GGUF header: {e}"));
+    let io = |e: std::io::Error| Error::Internal(format!("writing a GGUF header: {e}"));
     w.write_all(&GGUF_MAGIC.to_le_bytes()).map_err(io)?;
     w.write_all(&GGUF_VERSION.to_le_bytes()).map_err(io)?;
     w.write_all(&(tensors.len() as u64).to_le_bytes())
@@ -221,7 +221,7 @@ impl GgufStreamWriter {
     /// (after writing the alignment padding) when this one is complete.
     pub fn write_data(&mut self, bytes: &[u8]) -> Result<()> {
         let Some(&size) = self.sizes.get(self.current) else {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::Internal(format!(
                 "{}: data written past the last tensor",
                 self.path.display()
             )));
@@ -253,7 +253,7 @@ impl GgufStreamWriter {
     /// Flush and sync the file; errors when a tensor is incomplete.
     pub fn finish(mut self) -> Result<()> {
         if self.current != self.sizes.len() {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::Internal(format!(
                 "{}: tensor {} is incomplete",
                 self.path.display(),
                 self.names

@@ -77,7 +77,7 @@ impl ToolSearch {
         ] {
             if let Some(p) = p {
                 if !is_executable(p) {
-                    return Err(Error::InvalidInput(format!(
+                    return Err(Error::invalid_input(format!(
                         "{flag} {}: not an executable file",
                         p.display()
                     )));
@@ -142,7 +142,7 @@ impl LlamaBenchOutput {
 /// Parse `llama-bench -o json` output. Text before the opening `[` (log lines some builds
 /// print on stdout) is skipped.
 pub fn parse_llama_bench_json(stdout: &str) -> Result<LlamaBenchOutput> {
-    let bad = |reason: String| Error::InvalidInput(format!("llama-bench JSON: {reason}"));
+    let bad = |reason: String| Error::invalid_input(format!("llama-bench JSON: {reason}"));
     let start = stdout
         .find('[')
         .ok_or_else(|| bad("no JSON array in the output".into()))?;
@@ -223,9 +223,7 @@ pub fn parse_mtmd_log(log: &str) -> Result<MtmdTimings> {
     }
     Ok(MtmdTimings {
         encode_ms: encode.ok_or_else(|| {
-            Error::InvalidInput(
-                "llama-mtmd-cli log has no \"image slice encoded in N ms\" line".into(),
-            )
+            Error::invalid_input("llama-mtmd-cli log has no \"image slice encoded in N ms\" line")
         })?,
         decode_ms: decode,
         system_info,
@@ -272,14 +270,14 @@ fn run_with_timeout(mut cmd: Command, timeout: Duration) -> Result<(String, Stri
     let status = loop {
         if let Some(status) = child
             .try_wait()
-            .map_err(|e| Error::InvalidInput(format!("{name}: {e}")))?
+            .map_err(|e| Error::invalid_input(format!("{name}: {e}")))?
         {
             break status;
         }
         if started.elapsed() > timeout {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::invalid_input(format!(
                 "{name} ran longer than {} s",
                 timeout.as_secs()
             )));
@@ -298,7 +296,7 @@ fn run_with_timeout(mut cmd: Command, timeout: Duration) -> Result<(String, Stri
             .rev()
             .collect::<Vec<_>>()
             .join("\n");
-        return Err(Error::InvalidInput(format!(
+        return Err(Error::invalid_input(format!(
             "{name} failed ({status}):\n{tail}"
         )));
     }

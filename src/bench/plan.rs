@@ -93,7 +93,9 @@ impl std::str::FromStr for BenchFormat {
         BenchFormat::ALL
             .into_iter()
             .find(|f| f.name().eq_ignore_ascii_case(s))
-            .ok_or_else(|| Error::InvalidInput(format!("unknown format {s:?} (q4_k_m, q8_0, f16)")))
+            .ok_or_else(|| {
+                Error::invalid_input(format!("unknown format {s:?} (q4_k_m, q8_0, f16)"))
+            })
     }
 }
 
@@ -416,7 +418,7 @@ fn mmproj_tensors(cfg: &Qwen3VlConfig) -> Result<Vec<PlannedTensor>> {
 fn u32v(x: usize) -> Result<Value> {
     u32::try_from(x)
         .map(Value::U32)
-        .map_err(|_| Error::InvalidInput(format!("{x} does not fit a GGUF u32")))
+        .map_err(|_| Error::Internal(format!("{x} does not fit a GGUF u32")))
 }
 
 fn params_label(n: usize) -> String {

@@ -101,7 +101,7 @@ impl std::str::FromStr for ModelShape {
         ModelShape::ALL
             .into_iter()
             .find(|m| m.name().eq_ignore_ascii_case(s))
-            .ok_or_else(|| Error::InvalidInput(format!("unknown model shape {s:?} (2b, 4b, 8b)")))
+            .ok_or_else(|| Error::invalid_input(format!("unknown model shape {s:?} (2b, 4b, 8b)")))
     }
 }
 

@@ -328,7 +328,7 @@ pub fn synthetic_screenshot(width: u32, height: u32, variant: u32) -> Result<Vec
     });
     let mut out = std::io::Cursor::new(Vec::new());
     img.write_to(&mut out, image::ImageFormat::Png)
-        .map_err(|e| Error::InvalidInput(format!("encoding the screenshot: {e}")))?;
+        .map_err(|e| Error::image_caused("encoding the screenshot", e))?;
     Ok(out.into_inner())
 }
 
@@ -354,8 +354,8 @@ impl StageBench {
     /// Load the model (timed, with memory read before and after) and its tokenizer.
     pub fn load(source: &ModelSource, options: &StageOptions) -> Result<(Self, LoadResult)> {
         if options.repeat == 0 || options.prompt_tokens == 0 || options.gen_tokens == 0 {
-            return Err(Error::InvalidInput(
-                "repeat, prompt tokens and generated tokens must be at least 1".into(),
+            return Err(Error::invalid_input(
+                "repeat, prompt tokens and generated tokens must be at least 1",
             ));
         }
         let peak_reset = reset_peak_rss();
@@ -420,7 +420,7 @@ impl StageBench {
             .with_guessed_format()
             .ok()
             .and_then(|r| r.into_dimensions().ok())
-            .ok_or_else(|| Error::Image("the bench screenshot is not a readable image".into()))?;
+            .ok_or_else(|| Error::image("the bench screenshot is not a readable image"))?;
         let mut pre = Vec::new();
         let mut enc = Vec::new();
         let mut tokens = 0;
@@ -537,7 +537,7 @@ impl StageBench {
             masks.extend(s.mask_times.iter().map(|d| d.as_secs_f64() * 1e6));
             last = Some(out);
         }
-        let out = last.ok_or_else(|| Error::InvalidInput("repeat is 0".into()))?;
+        let out = last.ok_or_else(|| Error::Internal("repeat is 0".into()))?;
         let s = &out.decoded.stats;
         masks.sort_by(|a, b| a.total_cmp(b));
         let p99 = masks

@@ -37,7 +37,7 @@ pub struct GgufVocab {
 
 /// Build the converter's vocabulary arrays from [`TOKENIZER_JSON_GZ`], padded to `width`.
 pub fn gguf_vocab(width: usize) -> Result<GgufVocab> {
-    let bad = |reason: String| Error::Tokenizer(format!("embedded tokenizer.json.gz: {reason}"));
+    let bad = |reason: String| Error::tokenizer(format!("embedded tokenizer.json.gz: {reason}"));
     let mut text = String::new();
     flate2::read::GzDecoder::new(TOKENIZER_JSON_GZ)
         .read_to_string(&mut text)

@@ -17,6 +17,7 @@ use sightline::eval::{filter_tasks, load_suite, read_results, RunResult, Shard, 
 use sightline::planner::{LocalPlanner, Turn};
 
 use super::plan::{planner_options, ModelArgs};
+use super::resolve;
 
 /// Exit codes of `sightline eval`.
 pub mod exit_code {
@@ -151,7 +152,7 @@ pub fn eval(args: &EvalArgs) -> i32 {
         EvalCommand::Merge(a) => merge(a),
     };
     result.unwrap_or_else(|e| {
-        eprintln!("error: {e:#}");
+        eprintln!("error: {}", crate::cli::error_line(&e));
         exit_code::USAGE_OR_SETUP
     })
 }
@@ -183,13 +184,10 @@ fn desktop(args: &DesktopArgs) -> Result<i32> {
             Agent::Replay(replay.canonicalize()?)
         }
         (model, false, None) => {
-            let spec = match model {
-                Some(m) => m.clone(),
-                None => sightline::hub::default_manifest()?.id,
-            };
+            let spec = resolve::model_spec(model.as_deref())?;
             // Resolved once here, so a bad --model is one clear error (and a download happens
             // once) rather than a failure in every task.
-            sightline::hub::resolve_model(&spec)?;
+            resolve::resolve_model(Some(&spec))?;
             Agent::Model {
                 model: spec,
                 device: args.device.clone(),

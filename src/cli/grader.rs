@@ -52,7 +52,7 @@ pub fn grader(args: &GraderArgs) -> i32 {
     match fit_inner(fit) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", crate::cli::error_line(&e));
             2
         }
     }

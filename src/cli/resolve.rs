@@ -1,5 +1,8 @@
 //! One road from arguments to a model: every command resolves `--model`, `--device` and
-//! `--quantize` through these functions, so one spelling works everywhere.
+//! `--quantize` through these functions, so one spelling works everywhere. `--model` goes
+//! through [`resolve_model`] in `plan`, `verify`, `generate`, `grader fit`, `bench --model`,
+//! `run` and `eval desktop`; `models download/show` name a manifest id and use the hub's own
+//! resolver, which can be told to stay offline.
 
 use anyhow::Result;
 use sightline::hub::{self, ResolvedModel};
@@ -7,13 +10,20 @@ use sightline::model::{DeviceChoice, Quantization};
 use sightline::planner::PlannerOptions;
 use sightline::ModelSource;
 
+/// The `--model` text a command acts on: the argument, or the id of the manifest marked
+/// default. Commands that name the model before resolving it (in a label or an early error)
+/// take it from here, then pass it to [`resolve_model`].
+pub fn model_spec(spec: Option<&str>) -> sightline::Result<String> {
+    match spec {
+        Some(spec) => Ok(spec.to_string()),
+        None => Ok(hub::default_manifest()?.id),
+    }
+}
+
 /// `--model` (a manifest id, a Hub repo id or a local path; default: the manifest marked
 /// default) resolved through the hub, downloading when needed.
 pub fn resolve_model(spec: Option<&str>) -> sightline::Result<ResolvedModel> {
-    match spec {
-        Some(spec) => hub::resolve_model(spec),
-        None => hub::resolve_model(&hub::default_manifest()?.id),
-    }
+    hub::resolve_model(&model_spec(spec)?)
 }
 
 /// `--quantize`: `q8_0`, `q6k`, `q5k` or `q4k` (older spellings read too), or `none` where a

@@ -8,8 +8,9 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use crate::cli::resolve;
 use cel_contracts::{DoneVerdict, GoalOutcome, PlanProducer, RunLimits, Step, StepResult};
-use sightline::hub::{self, ResolvedModel};
+use sightline::hub::ResolvedModel;
 use sightline::runner::{
     describe_action, ConfirmPrompt, EndReason, ReplayPlanner, RunObserver, RunOptions, RunReport,
     Runner, StopFlag, TerminalPrompt, XDesktop,
@@ -181,10 +182,7 @@ fn setup_and_run(
             format!("replay {}", path.display()),
         ),
         None => {
-            let spec = match &args.model {
-                Some(m) => m.clone(),
-                None => hub::default_manifest()?.id,
-            };
+            let spec = resolve::model_spec(args.model.as_deref())?;
             // Checked before resolving, which may download gigabytes.
             let Some(factory) = model_planner else {
                 anyhow::bail!(
@@ -192,7 +190,7 @@ fn setup_and_run(
                      FILE.jsonl"
                 );
             };
-            let model = hub::resolve_model(&spec)?;
+            let model = resolve::resolve_model(Some(&spec))?;
             let label = format!("{} ({})", spec, model.source);
             let planner = factory(&PlannerRequest {
                 model,

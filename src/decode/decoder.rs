@@ -404,7 +404,7 @@ impl StepLogits {
     fn new(logits: &Tensor, n_vocab: usize) -> Result<Self> {
         let dims = logits.dims();
         if dims != [n_vocab] {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::invalid_input(format!(
                 "logits have shape {dims:?}, expected [{n_vocab}] (one row of the token environment's width)"
             )));
         }

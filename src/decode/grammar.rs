@@ -61,9 +61,7 @@ impl Grammar {
     /// (llguidance's `max_tokens` would cut inside a UTF-8 character).
     pub fn sentence(env: &TokenEnv, max_tokens: usize) -> Result<Self> {
         if max_tokens == 0 {
-            return Err(Error::InvalidInput(
-                "a sentence needs at least one token".into(),
-            ));
+            return Err(Error::invalid_input("a sentence needs at least one token"));
         }
         let lark = format!(
             "start: SENTENCE\nSENTENCE: /\"{}\"/\n",
@@ -88,10 +86,10 @@ impl Grammar {
         let parser = env
             .factory()
             .create_parser(top)
-            .map_err(|e| Error::Grammar(e.to_string()))?;
+            .map_err(|e| Error::grammar_caused("", e))?;
         let template = Matcher::new(Ok(parser));
         if let Some(e) = template.get_error() {
-            return Err(Error::Grammar(e));
+            return Err(Error::grammar(e));
         }
         Ok(Grammar {
             template,

@@ -45,7 +45,7 @@ pub fn check_temperature(temperature: f32) -> crate::Result<()> {
     if temperature.is_finite() && temperature > 0.0 {
         Ok(())
     } else {
-        Err(crate::Error::InvalidInput(format!(
+        Err(crate::Error::invalid_input(format!(
             "temperature {temperature}: expected a finite number > 0 (greedy decoding needs no temperature)"
         )))
     }
@@ -56,7 +56,7 @@ pub fn check_top_p(top_p: f32) -> crate::Result<()> {
     if top_p > 0.0 && top_p <= 1.0 {
         Ok(())
     } else {
-        Err(crate::Error::InvalidInput(format!(
+        Err(crate::Error::invalid_input(format!(
             "top-p {top_p}: expected a probability in (0, 1]"
         )))
     }

@@ -134,21 +134,21 @@ impl TokenEnv {
     pub fn from_tokenizer(tokenizer: &Tokenizer, n_vocab: usize) -> Result<Self> {
         let tokenizer_vocab = tokenizer.get_vocab_size(true);
         if n_vocab < tokenizer_vocab {
-            return Err(Error::Tokenizer(format!(
+            return Err(Error::tokenizer(format!(
                 "the model's logits are {n_vocab} wide but the tokenizer has \
                  {tokenizer_vocab} tokens: tokenizer and model do not match"
             )));
         }
         let eos = tokenizer.token_to_id(EOS_TOKEN).ok_or_else(|| {
-            Error::Tokenizer(format!("the end-of-turn token {EOS_TOKEN} is missing"))
+            Error::tokenizer(format!("the end-of-turn token {EOS_TOKEN} is missing"))
         })?;
         let is_byte_level = tokenizer
             .get_decoder()
             .and_then(|d| serde_json::to_value(d).ok())
             .is_some_and(|d| d["type"] == "ByteLevel");
         if !is_byte_level {
-            return Err(Error::Tokenizer(
-                "only byte-level BPE tokenizers are supported (decoder is not ByteLevel)".into(),
+            return Err(Error::tokenizer(
+                "only byte-level BPE tokenizers are supported (decoder is not ByteLevel)",
             ));
         }
 
@@ -157,7 +157,7 @@ impl TokenEnv {
         let mut words: Vec<Vec<u8>> = vec![Vec::new(); n_vocab];
         for (text, id) in tokenizer.get_vocab(true) {
             let slot = words.get_mut(id as usize).ok_or_else(|| {
-                Error::Tokenizer(format!("token {text:?} has id {id}, past the vocabulary"))
+                Error::tokenizer(format!("token {text:?} has id {id}, past the vocabulary"))
             })?;
             *slot = if added.contains_key(&id) {
                 let mut bytes = Vec::with_capacity(text.len() + 1);
@@ -169,7 +169,7 @@ impl TokenEnv {
                     .map(|c| decoder.get(&c).copied())
                     .collect::<Option<Vec<u8>>>()
                     .ok_or_else(|| {
-                        Error::Tokenizer(format!(
+                        Error::tokenizer(format!(
                             "token {id} {text:?} has a character outside the byte-level alphabet"
                         ))
                     })?
@@ -201,7 +201,7 @@ impl TokenEnv {
         // string class measured ~5% faster for the Lark grammar, but it leaves the
         // JSON-schema engine's `maxLength` strings without any (1.7 ms masks).
         let mut factory = ParserFactory::new_simple(&env)
-            .map_err(|e| Error::Grammar(format!("building the parser factory: {e}")))?;
+            .map_err(|e| Error::grammar_caused("building the parser factory", e))?;
         factory.quiet();
         Ok(TokenEnv {
             env,

@@ -349,10 +349,10 @@ pub fn run_suite(
             }
             let result = run_task(task, r, options, stop)?;
             let line = serde_json::to_string(&result)
-                .map_err(|e| Error::Runner(format!("serializing a result: {e}")))?;
+                .map_err(|e| Error::runner_caused("serializing a result", e))?;
             writeln!(results, "{line}")
                 .and_then(|()| results.flush())
-                .map_err(|e| Error::Runner(format!("writing results: {e}")))?;
+                .map_err(|e| Error::runner_caused("writing results", e))?;
             progress(&result);
             all.push(result);
         }

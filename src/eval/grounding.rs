@@ -44,7 +44,7 @@ impl std::str::FromStr for BoxFormat {
         match s {
             "xyxy" => Ok(BoxFormat::Xyxy),
             "xywh" => Ok(BoxFormat::Xywh),
-            _ => Err(Error::InvalidInput(format!(
+            _ => Err(Error::invalid_input(format!(
                 "--bbox {s}: expected xyxy or xywh"
             ))),
         }
@@ -101,7 +101,7 @@ pub fn read_records(
         .unwrap_or_else(|| path.parent().unwrap_or(Path::new(".")).to_path_buf());
     let values: Vec<(usize, Value)> = if text.trim_start().starts_with('[') {
         let array: Vec<Value> = serde_json::from_str(&text).map_err(|e| {
-            Error::InvalidInput(format!("{}: not a JSON array: {e}", path.display()))
+            Error::invalid_input_caused(format!("{}: not a JSON array", path.display()), e)
         })?;
         array
             .into_iter()
@@ -115,7 +115,8 @@ pub fn read_records(
                 continue;
             }
             let v = serde_json::from_str(line).map_err(|e| {
-                Error::InvalidInput(format!("{} line {}: not JSON: {e}", path.display(), i + 1))
+                let at = format!("{} line {}: not JSON", path.display(), i + 1);
+                Error::invalid_input_caused(at, e)
             })?;
             out.push((i + 1, v));
         }
@@ -125,9 +126,9 @@ pub fn read_records(
         .into_iter()
         .map(|(line, v)| record_of(&v, line, &base, format))
         .collect::<std::result::Result<_, String>>()
-        .map_err(|e| Error::InvalidInput(format!("{} {e}", path.display())))?;
+        .map_err(|e| Error::invalid_input(format!("{} {e}", path.display())))?;
     if records.is_empty() {
-        return Err(Error::InvalidInput(format!(
+        return Err(Error::invalid_input(format!(
             "{}: no grounding records",
             path.display()
         )));

@@ -382,11 +382,8 @@ pub fn read_results(paths: &[impl AsRef<Path>]) -> Result<Vec<RunResult>> {
                 continue;
             }
             let run: RunResult = serde_json::from_str(line).map_err(|e| {
-                Error::InvalidInput(format!(
-                    "{} line {}: not a run result: {e}",
-                    path.display(),
-                    i + 1
-                ))
+                let at = format!("{} line {}: not a run result", path.display(), i + 1);
+                Error::invalid_input_caused(at, e)
             })?;
             runs.push(run);
         }

@@ -54,7 +54,7 @@ impl GroupChild {
         cmd.process_group(0);
         let child = cmd
             .spawn()
-            .map_err(|e| Error::Runner(format!("cannot start {label}: {e}")))?;
+            .map_err(|e| Error::runner_caused(format!("cannot start {label}"), e))?;
         Ok(Self {
             child,
             label: label.to_string(),
@@ -70,7 +70,7 @@ impl GroupChild {
     pub fn try_wait(&mut self) -> Result<Option<ExitStatus>> {
         self.child
             .try_wait()
-            .map_err(|e| Error::Runner(format!("{}: {e}", self.label)))
+            .map_err(|e| Error::runner_caused(self.label.clone(), e))
     }
 
     /// Sends `signal` to the whole group.
@@ -153,9 +153,7 @@ impl Xvfb {
         let line = first_line(&mut server, "Xvfb", XVFB_START_TIMEOUT, stop)?;
         let n = line.trim();
         if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(Error::Runner(
-                "Xvfb exited without announcing a display".into(),
-            ));
+            return Err(Error::runner("Xvfb exited without announcing a display"));
         }
         Ok(Self {
             server,
@@ -186,7 +184,7 @@ fn first_line(
         .child_mut()
         .stdout
         .take()
-        .ok_or_else(|| Error::Runner(format!("{what}: no stdout pipe")))?;
+        .ok_or_else(|| Error::runner(format!("{what}: no stdout pipe")))?;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut line = String::new();
@@ -199,14 +197,14 @@ fn first_line(
             Ok(line) => return Ok(line),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 if Instant::now() >= deadline || stop.load(Ordering::SeqCst) {
-                    return Err(Error::Runner(format!(
+                    return Err(Error::runner(format!(
                         "{what} did not announce itself within {} s",
                         timeout.as_secs()
                     )));
                 }
             }
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(Error::Runner(format!(
+                return Err(Error::runner(format!(
                     "{what}: the announcement thread died"
                 )));
             }
@@ -241,7 +239,7 @@ impl SessionBus {
         let line = first_line(&mut daemon, "dbus-daemon", BUS_START_TIMEOUT, stop)?;
         let address = line.trim().to_string();
         if address.is_empty() {
-            return Err(Error::Runner(format!(
+            return Err(Error::runner(format!(
                 "dbus-daemon exited without announcing an address (is {} too long for a \
                  socket path?)",
                 socket.display()
@@ -311,7 +309,7 @@ impl TaskSession {
                 .prefix(&format!("sightline-eval-{}-", task.name))
                 .tempdir(),
         }
-        .map_err(|e| Error::Runner(format!("cannot make a scratch directory: {e}")))?;
+        .map_err(|e| Error::runner_caused("cannot make a scratch directory", e))?;
         let tmp = scratch.path().join("tmp");
         let home = scratch.path().join("home");
         let runtime = home.join(".runtime");
@@ -418,7 +416,7 @@ impl TaskSession {
             } else {
                 let outcome = run_to_end(self.shell(&command.run), SETUP_COMMAND_TIMEOUT, stop)?;
                 if !outcome.success() {
-                    return Err(Error::Runner(format!(
+                    return Err(Error::runner(format!(
                         "{what} failed ({}): {}",
                         describe_exit(&outcome),
                         outcome.output.trim()
@@ -449,10 +447,10 @@ impl TaskSession {
                 return Ok(());
             }
             if !self.xvfb.is_running() {
-                return Err(Error::Runner(format!("{what}: the X server died")));
+                return Err(Error::runner(format!("{what}: the X server died")));
             }
             if Instant::now() >= deadline || stop.load(Ordering::SeqCst) {
-                return Err(Error::Runner(format!(
+                return Err(Error::runner(format!(
                     "{what}: no visible window named like /{pattern}/ within {} s",
                     command.wait_window_s
                 )));
@@ -468,7 +466,7 @@ impl TaskSession {
             .env("DISPLAY", self.display())
             .stdin(Stdio::null())
             .output()
-            .map_err(|e| Error::Runner(format!("cannot run xdotool (install it): {e}")))?;
+            .map_err(|e| Error::runner_caused("cannot run xdotool (install it)", e))?;
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
@@ -574,6 +572,29 @@ fn describe_exit(o: &CommandOutcome) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::error::Error as _;
+
+    /// A program that cannot be started is an [`Error::Runner`] naming it, reading as
+    /// before, with the spawn's I/O error as its source.
+    #[test]
+    fn a_program_that_will_not_start_keeps_the_spawn_error() -> Result<()> {
+        let missing = "/nonexistent/sightline-test-no-such-program";
+        let err = match GroupChild::spawn(Command::new(missing), "the test program") {
+            Ok(_) => return Err(Error::Internal(format!("{missing} started"))),
+            Err(err) => err,
+        };
+        let source = err
+            .source()
+            .and_then(|s| s.downcast_ref::<std::io::Error>())
+            .ok_or_else(|| Error::Internal(format!("no I/O source: {err:?}")))?;
+        assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+        assert!(matches!(err, Error::Runner { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            format!("runner: cannot start the test program: {source}")
+        );
+        Ok(())
+    }
 
     #[test]
     fn run_to_end_reports_exit_output_and_timeouts() -> Result<()> {

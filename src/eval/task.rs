@@ -176,8 +176,9 @@ impl Task {
     /// Reads and checks one task file.
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        let bad = |why: String| Error::InvalidInput(format!("task {}: {why}", path.display()));
-        let raw: RawTask = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        let bad = |why: String| Error::invalid_input(format!("task {}: {why}", path.display()));
+        let raw: RawTask = toml::from_str(&text)
+            .map_err(|e| Error::invalid_input_caused(format!("task {}", path.display()), e))?;
         let name = path
             .file_stem()
             .and_then(|s| s.to_str())
@@ -259,7 +260,7 @@ pub fn load_suite(dir: &Path) -> Result<Vec<Task>> {
     }
     tasks.sort_by(|a, b| a.name.cmp(&b.name));
     if tasks.is_empty() {
-        return Err(Error::InvalidInput(format!(
+        return Err(Error::invalid_input(format!(
             "suite {}: no *.{TASK_EXT} task files",
             dir.display()
         )));
@@ -281,7 +282,7 @@ pub fn filter_tasks(tasks: Vec<Task>, patterns: &str) -> Result<Vec<Task>> {
     }
     for g in &globs {
         if !tasks.iter().any(|t| glob_match(g, &t.name)) {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::invalid_input(format!(
                 "--tasks {g}: matches no task of the suite"
             )));
         }
@@ -329,7 +330,7 @@ pub struct Shard {
 impl std::str::FromStr for Shard {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        let bad = || Error::InvalidInput(format!("--shard {s}: expected I/N with 0 ≤ I < N"));
+        let bad = || Error::invalid_input(format!("--shard {s}: expected I/N with 0 ≤ I < N"));
         let (i, n) = s.split_once('/').ok_or_else(bad)?;
         let index: usize = i.trim().parse().map_err(|_| bad())?;
         let count: usize = n.trim().parse().map_err(|_| bad())?;

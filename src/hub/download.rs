@@ -55,27 +55,28 @@ impl Hub {
             return Ok(p);
         }
         if self.offline {
-            return Err(Error::Hub {
-                model: model.into(),
-                reason: format!(
+            return Err(Error::hub(
+                model,
+                format!(
                     "{file} from the Hub repo {repo} (revision {revision}) is not in the local \
                      cache {} and HF_HUB_OFFLINE is set; fetch it where there is network access \
                      (`sightline models pull {model}`, or `huggingface-cli download {repo} {file}`) \
                      and copy the cache here, or unset HF_HUB_OFFLINE",
                     self.cache.path().display()
                 ),
-            });
+            ));
         }
-        self.download(repo, revision, file)
-            .map_err(|reason| Error::Hub {
-                model: model.into(),
-                reason: format!(
+        self.download(repo, revision, file).map_err(|reason| {
+            Error::hub(
+                model,
+                format!(
                     "downloading {file} from the Hub repo {repo} (revision {revision}) failed: \
                  {reason}; check the network or HF_ENDPOINT, that the repo and file exist, and \
                  for gated repos a token in {}",
                     self.cache.token_path().display()
                 ),
-            })
+            )
+        })
     }
 
     /// Downloads a file into the cache, in the Hub cache layout (`blobs/<etag>`,

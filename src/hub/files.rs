@@ -22,7 +22,7 @@ pub(super) fn read_index_shards(index: &Path) -> Result<Vec<String>> {
     }
     let text = input_file::read_string(index, InputKind::Config)?;
     let parsed: Index = serde_json::from_str(&text)
-        .map_err(|e| Error::model_file(index, format!("not a safetensors index: {e}")))?;
+        .map_err(|e| Error::model_file_caused(index, "not a safetensors index", e))?;
     let mut shards: Vec<String> = parsed.weight_map.into_values().collect();
     shards.sort();
     shards.dedup();

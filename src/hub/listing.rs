@@ -17,10 +17,8 @@ impl Hub {
     pub(super) fn list_repo(&self, model: &str, repo: &str, revision: &str) -> Result<Vec<String>> {
         check_repo_id(repo)?;
         check_revision(revision)?;
-        let hub_err = |reason: String| Error::Hub {
-            model: model.into(),
-            reason,
-        };
+        let hub_err = |reason: String| Error::hub(model, reason);
+        let listing_failed = || format!("listing the Hub repo {repo} failed");
         if !self.offline {
             #[derive(Deserialize)]
             struct Sibling {
@@ -38,13 +36,13 @@ impl Hub {
             let response = self
                 .request(&Self::agent(5), &url)
                 .call()
-                .map_err(|e| hub_err(format!("listing the Hub repo {repo} failed: {e}")))?;
+                .map_err(|e| Error::hub_caused(model, listing_failed(), e))?;
             let mut body = Vec::new();
             response
                 .into_reader()
                 .take(InputKind::Config.max_bytes() + 1)
                 .read_to_end(&mut body)
-                .map_err(|e| hub_err(format!("listing the Hub repo {repo} failed: {e}")))?;
+                .map_err(|e| Error::hub_caused(model, listing_failed(), e))?;
             if body.len() as u64 > InputKind::Config.max_bytes() {
                 return Err(hub_err(format!(
                     "the listing of the Hub repo {repo} is over {} bytes",
@@ -52,14 +50,14 @@ impl Hub {
                 )));
             }
             let info: Info = serde_json::from_slice(&body).map_err(|e| {
-                hub_err(format!(
-                    "the listing of the Hub repo {repo} is not valid: {e}"
-                ))
+                let reason = format!("the listing of the Hub repo {repo} is not valid");
+                Error::hub_caused(model, reason, e)
             })?;
             let files: Vec<String> = info.siblings.into_iter().map(|s| s.rfilename).collect();
             for f in &files {
                 check_file_name(f).map_err(|e| {
-                    hub_err(format!("the listing of the Hub repo {repo} is unsafe: {e}"))
+                    let reason = format!("the listing of the Hub repo {repo} is unsafe");
+                    Error::hub_caused(model, reason, e)
                 })?;
             }
             return Ok(files);

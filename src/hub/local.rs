@@ -11,10 +11,7 @@ use crate::error::{Error, Result};
 
 /// Resolves a local directory or file.
 pub(super) fn resolve_local(spec: &str, path: &Path) -> Result<ResolvedModel> {
-    let err = |reason: String| Error::Hub {
-        model: spec.into(),
-        reason,
-    };
+    let err = |reason: String| Error::hub(spec, reason);
     let (dir, chosen) = if path.is_dir() {
         (path.to_path_buf(), None)
     } else {

@@ -69,8 +69,8 @@ impl ModelManifest {
     /// Parses and checks a manifest; `source` names it in errors.
     pub fn from_toml(text: &str, source: &str) -> Result<Self> {
         let m: ModelManifest = toml::from_str(text)
-            .map_err(|e| Error::Config(format!("model manifest {source}: {e}")))?;
-        let bad = |what: String| Error::Config(format!("model manifest {source}: {what}"));
+            .map_err(|e| Error::config_caused(format!("model manifest {source}"), e))?;
+        let bad = |what: String| Error::config(format!("model manifest {source}: {what}"));
         if m.id.is_empty() || m.id.contains([':', '/', ' ']) {
             return Err(bad(format!(
                 "id {:?} must be non-empty without ':', '/' or spaces",
@@ -120,13 +120,15 @@ impl ModelManifest {
                 st(PREPROCESSOR_FILE),
             ]);
         }
-        let text = self.gguf.quants.get(&variant).ok_or_else(|| Error::Hub {
-            model: format!("{}:{variant}", self.id),
-            reason: format!(
-                "unknown variant {variant:?}; {} offers {}",
-                self.id,
-                self.variants().join(", ")
-            ),
+        let text = self.gguf.quants.get(&variant).ok_or_else(|| {
+            Error::hub(
+                format!("{}:{variant}", self.id),
+                format!(
+                    "unknown variant {variant:?}; {} offers {}",
+                    self.id,
+                    self.variants().join(", ")
+                ),
+            )
         })?;
         // The key was checked in from_toml.
         let mmproj = &self.gguf.mmproj[&self.gguf.default_mmproj];
@@ -146,7 +148,7 @@ pub fn builtin_manifests() -> Result<Vec<ModelManifest>> {
         .collect::<Result<_>>()?;
     let defaults = manifests.iter().filter(|m| m.default).count();
     if defaults != 1 {
-        return Err(Error::Config(format!(
+        return Err(Error::config(format!(
             "exactly one built-in model manifest must be marked default, found {defaults}"
         )));
     }
@@ -158,7 +160,7 @@ pub fn default_manifest() -> Result<ModelManifest> {
     builtin_manifests()?
         .into_iter()
         .find(|m| m.default)
-        .ok_or_else(|| Error::Config("no default model manifest".into()))
+        .ok_or_else(|| Error::config("no default model manifest"))
 }
 
 /// A manifest by id (case-insensitive).
@@ -193,6 +195,26 @@ impl RemoteFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::error::Error as _;
+
+    /// A manifest that is not TOML is an [`Error::Config`] naming it, with the TOML parser's
+    /// error as its source and its message after the name.
+    #[test]
+    fn a_manifest_that_is_not_toml_keeps_the_parsers_error() -> Result<()> {
+        let err = match ModelManifest::from_toml("id = [", "broken.toml") {
+            Ok(_) => return Err(Error::Internal("a broken manifest parsed".into())),
+            Err(err) => err,
+        };
+        let source = err
+            .source()
+            .and_then(|s| s.downcast_ref::<toml::de::Error>())
+            .ok_or_else(|| Error::Internal(format!("no TOML source: {err:?}")))?;
+        assert_eq!(
+            err.to_string(),
+            format!("model config: model manifest broken.toml: {source}")
+        );
+        Ok(())
+    }
 
     #[test]
     fn builtin_manifests_parse_with_one_default_2b_q4_k_m() -> Result<()> {
@@ -222,6 +244,8 @@ f16 = "mmproj-b.gguf"
 repo = "a/c"
 "#;
         let e = ModelManifest::from_toml(text, "test.toml");
-        assert!(matches!(e, Err(Error::Config(m)) if m.contains("default_mmproj")));
+        assert!(
+            matches!(e, Err(Error::Config { reason, .. }) if reason.contains("default_mmproj"))
+        );
     }
 }

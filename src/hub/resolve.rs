@@ -99,10 +99,8 @@ impl Hub {
         let source = format!("hub {repo}@{revision}");
         let model_files = if !ggufs.is_empty() {
             let names: Vec<&str> = ggufs.iter().map(|s| s.as_str()).collect();
-            let (text, mmproj) = pick_gguf_pair(&names, quant).map_err(|reason| Error::Hub {
-                model: spec.into(),
-                reason: format!("in the Hub repo {repo}: {reason}"),
-            })?;
+            let (text, mmproj) = pick_gguf_pair(&names, quant)
+                .map_err(|reason| Error::hub(spec, format!("in the Hub repo {repo}: {reason}")))?;
             let tokenizer = TOKENIZER_FILES
                 .iter()
                 .find(|t| files.iter().any(|f| f == *t))
@@ -116,13 +114,13 @@ impl Hub {
         } else if files.iter().any(|f| f == CONFIG_FILE) {
             self.fetch_safetensors(spec, repo, revision)?
         } else {
-            return Err(Error::Hub {
-                model: spec.into(),
-                reason: format!(
+            return Err(Error::hub(
+                spec,
+                format!(
                     "the Hub repo {repo} has neither GGUF files nor a config.json; files: {}",
                     files.join(", ")
                 ),
-            });
+            ));
         };
         Ok(ResolvedModel {
             spec: spec.into(),

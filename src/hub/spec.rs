@@ -35,10 +35,7 @@ pub enum ModelSpec {
 /// which then is an error naming the path.
 pub fn parse_model_spec(spec: &str) -> Result<ModelSpec> {
     let spec = spec.trim();
-    let hub_err = |reason: String| Error::Hub {
-        model: spec.to_string(),
-        reason,
-    };
+    let hub_err = |reason: String| Error::hub(spec, reason);
     if spec.is_empty() {
         return Err(hub_err("empty model name".into()));
     }

@@ -82,19 +82,19 @@ impl InputLimits {
     /// Checks `width × height` against the limits; a zero side is an error too.
     pub fn check(&self, width: u32, height: u32) -> Result<()> {
         if width == 0 || height == 0 {
-            return Err(Error::Image(format!(
+            return Err(Error::image(format!(
                 "image is {width}×{height}: an image needs at least one pixel on each side"
             )));
         }
         if width > self.max_side || height > self.max_side {
-            return Err(Error::Image(format!(
+            return Err(Error::image(format!(
                 "image is {width}×{height}: a side exceeds the limit of {} pixels",
                 self.max_side
             )));
         }
         let pixels = u64::from(width) * u64::from(height);
         if pixels > self.max_pixels {
-            return Err(Error::Image(format!(
+            return Err(Error::image(format!(
                 "image is {width}×{height} ({pixels} pixels): exceeds the limit of {} pixels",
                 self.max_pixels
             )));
@@ -218,9 +218,13 @@ impl PreprocessConfig {
         let path = path.as_ref();
         let text = crate::input_file::read_string(path, crate::input_file::InputKind::Config)?;
         let raw: RawPreprocessorConfig = serde_json::from_str(&text)
-            .map_err(|e| Error::model_file(path, format!("not a preprocessor config: {e}")))?;
+            .map_err(|e| Error::model_file_caused(path, "not a preprocessor config", e))?;
         Self::from_raw(&raw).map_err(|e| match e {
-            Error::Config(reason) => Error::model_file(path, reason),
+            Error::Config { reason, source } => Error::ModelFile {
+                path: path.to_path_buf(),
+                reason,
+                source,
+            },
             other => other,
         })
     }
@@ -273,15 +277,14 @@ impl PreprocessConfig {
             cfg.image_std = [1.0; 3];
         }
         if raw.do_resize == Some(false) {
-            return Err(Error::Config(
+            return Err(Error::config(
                 "do_resize: false is not supported: Qwen-VL patches need sides that are \
-                 multiples of patch_size * merge_size"
-                    .into(),
+                 multiples of patch_size * merge_size",
             ));
         }
         if raw.do_convert_rgb == Some(false) {
-            return Err(Error::Config(
-                "do_convert_rgb: false is not supported: the vision tower takes RGB".into(),
+            return Err(Error::config(
+                "do_convert_rgb: false is not supported: the vision tower takes RGB",
             ));
         }
         cfg.validate()?;
@@ -364,7 +367,7 @@ impl PreprocessConfig {
     /// Checks the settings are usable: positive geometry, `min ≤ max`, a budget that
     /// holds at least one token and no more than the input limit, non-zero std.
     pub fn validate(&self) -> Result<()> {
-        let bad = |what: String| Err(Error::Config(format!("image preprocessing: {what}")));
+        let bad = |what: String| Err(Error::config(format!("image preprocessing: {what}")));
         if self.patch_size == 0 || self.temporal_patch_size == 0 || self.merge_size == 0 {
             return bad(format!(
                 "patch_size {}, temporal_patch_size {} and merge_size {} must all be positive",
@@ -428,13 +431,13 @@ impl PreprocessConfig {
             self.max_pixels,
         )?;
         let (Ok(w), Ok(h)) = (u32::try_from(w), u32::try_from(h)) else {
-            return Err(Error::Image(format!(
+            return Err(Error::image(format!(
                 "image {width}×{height} would be resized to {w}×{h}, too large"
             )));
         };
         // Upscaling is bounded by min_pixels, but its rounding is not: check the result too.
         self.input_limits.check(w, h).map_err(|_| {
-            Error::Image(format!(
+            Error::image(format!(
                 "image {width}×{height} would be resized to {w}×{h}, beyond the input limits"
             ))
         })?;
@@ -460,7 +463,7 @@ fn three_channels(key: &str, values: &[f32]) -> Result<[f32; 3]> {
         // One value is refused rather than broadcast: the reference (transformers) indexes
         // three channels, and a one-entry list is more likely a truncated file than intent.
         [r, g, b] => Ok([*r, *g, *b]),
-        _ => Err(Error::Config(format!(
+        _ => Err(Error::config(format!(
             "{key} has {} values, expected 3 (one per RGB channel)",
             values.len()
         ))),
@@ -480,13 +483,13 @@ pub(crate) fn smart_resize(
     max_pixels: u64,
 ) -> Result<(u64, u64)> {
     if height == 0 || width == 0 {
-        return Err(Error::Image(format!(
+        return Err(Error::image(format!(
             "image is {width}×{height}: an image needs at least one pixel on each side"
         )));
     }
     let ratio = height.max(width) as f64 / height.min(width) as f64;
     if ratio > MAX_ASPECT_RATIO {
-        return Err(Error::Image(format!(
+        return Err(Error::image(format!(
             "image is {width}×{height}: aspect ratio {ratio:.1} exceeds {MAX_ASPECT_RATIO}"
         )));
     }
@@ -526,12 +529,12 @@ mod tests {
     fn smart_resize_rejects_aspect_over_200_and_zero_sides() {
         assert!(matches!(
             smart_resize(1, 201, 32, 4096, 49152),
-            Err(Error::Image(_))
+            Err(Error::Image { .. })
         ));
         assert!(smart_resize(1, 200, 32, 4096, 49152).is_ok());
         assert!(matches!(
             smart_resize(0, 10, 32, 4096, 49152),
-            Err(Error::Image(_))
+            Err(Error::Image { .. })
         ));
     }
 }

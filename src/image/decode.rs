@@ -34,16 +34,16 @@ pub const MAX_DECODED_IMAGE_BYTES: u64 = 512 << 20;
 pub fn decode(bytes: &[u8], limits: &InputLimits) -> Result<DynamicImage> {
     let mut reader = ImageReader::new(Cursor::new(bytes))
         .with_guessed_format()
-        .map_err(|e| Error::Image(format!("cannot read image bytes: {e}")))?;
+        .map_err(|e| Error::image_caused("cannot read image bytes", e))?;
     match reader.format() {
         Some(ImageFormat::Png | ImageFormat::Jpeg) => {}
         Some(other) => {
-            return Err(Error::Image(format!(
+            return Err(Error::image(format!(
                 "unsupported image format {other:?}: expected PNG or JPEG"
             )))
         }
         None => {
-            return Err(Error::Image(format!(
+            return Err(Error::image(format!(
                 "unrecognized image format ({} bytes, starting {:02x?}): expected PNG or JPEG",
                 bytes.len(),
                 &bytes[..bytes.len().min(8)]
@@ -62,7 +62,7 @@ pub fn decode(bytes: &[u8], limits: &InputLimits) -> Result<DynamicImage> {
     limits.check(width, height)?;
     let decoded_bytes = decoder.total_bytes();
     if decoded_bytes > MAX_DECODED_IMAGE_BYTES {
-        return Err(Error::Image(format!(
+        return Err(Error::image(format!(
             "image is {width}×{height} and would decode to {decoded_bytes} bytes, over the \
              {MAX_DECODED_IMAGE_BYTES} byte limit"
         )));
@@ -82,12 +82,10 @@ pub fn decode_rgb(bytes: &[u8], limits: &InputLimits) -> Result<RgbImage> {
 
 fn decode_error(e: ImageError) -> Error {
     match e {
-        ImageError::Unsupported(e) => Error::Image(format!("unsupported image: {e}")),
-        ImageError::Limits(e) => Error::Image(format!("image exceeds the decoding limits: {e}")),
-        ImageError::IoError(e) => {
-            Error::Image(format!("image data is truncated or unreadable: {e}"))
-        }
-        other => Error::Image(format!("image data is corrupt: {other}")),
+        ImageError::Unsupported(e) => Error::image_caused("unsupported image", e),
+        ImageError::Limits(e) => Error::image_caused("image exceeds the decoding limits", e),
+        ImageError::IoError(e) => Error::image_caused("image data is truncated or unreadable", e),
+        other => Error::image_caused("image data is corrupt", other),
     }
 }
 
@@ -97,7 +95,7 @@ fn decode_error(e: ImageError) -> Error {
 pub fn to_rgb(image: &DynamicImage) -> Result<Cow<'_, RgbImage>> {
     let (width, height) = (image.width(), image.height());
     if width == 0 || height == 0 {
-        return Err(Error::Image(format!(
+        return Err(Error::image(format!(
             "image is {width}×{height}: an image needs at least one pixel on each side"
         )));
     }
@@ -141,7 +139,7 @@ pub fn to_rgb(image: &DynamicImage) -> Result<Cow<'_, RgbImage>> {
     }
     RgbImage::from_raw(width, height, out)
         .map(Cow::Owned)
-        .ok_or_else(|| Error::Image("internal: RGB buffer size mismatch".into()))
+        .ok_or_else(|| Error::Internal("RGB buffer size mismatch".into()))
 }
 
 /// Pillow loads 16-bit PNG colour channels by keeping the most significant byte.
@@ -186,6 +184,35 @@ pub(crate) fn over_white(c: u8, a: u8) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::error::Error as _;
+
+    /// A PNG whose chunks are garbage is an [`Error::Image`] that reads as before (reason,
+    /// then the decoder's message) and keeps the `image` crate's error as its source.
+    #[test]
+    fn a_corrupt_png_is_an_image_error_with_the_decoders_error_as_source() -> Result<()> {
+        let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+        png.extend_from_slice(&[0, 0, 0, 13, b'I', b'H', b'D', b'R']);
+        png.extend_from_slice(b"not a header at all, and no CRC");
+        let err = match decode(&png, &InputLimits::default()) {
+            Ok(_) => return Err(Error::Internal("a corrupt PNG decoded".into())),
+            Err(err) => err,
+        };
+        let Error::Image { reason, .. } = &err else {
+            return Err(Error::Internal(format!(
+                "expected an image error, got {err}"
+            )));
+        };
+        let source = err
+            .source()
+            .ok_or_else(|| Error::Internal(format!("no source: {err}")))?;
+        assert_eq!(err.to_string(), format!("image: {reason}: {source}"));
+        assert!(
+            source.downcast_ref::<ImageError>().is_some()
+                || source.downcast_ref::<std::io::Error>().is_some(),
+            "the source is the decoder's error: {source:?}"
+        );
+        Ok(())
+    }
 
     #[test]
     fn opaque_composite_is_identity_and_transparent_is_white() {

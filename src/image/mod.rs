@@ -140,6 +140,6 @@ mod tests {
     fn zero_sized_rgb_is_an_image_error() {
         let cfg = PreprocessConfig::default();
         let err = preprocess_rgb(&RgbImage::new(0, 0), &cfg);
-        assert!(matches!(err, Err(Error::Image(_))));
+        assert!(matches!(err, Err(Error::Image { .. })));
     }
 }

@@ -53,13 +53,13 @@ impl CudaPicker {
         let n = logits.elem_count() as u32;
         let (storage, layout) = logits.storage_and_layout();
         let Storage::Cuda(storage) = &*storage else {
-            return Err(Error::InvalidInput(
+            return Err(Error::Internal(
                 "masked pick: logits are not on the CUDA device".into(),
             ));
         };
         let (start, end) = layout
             .contiguous_offsets()
-            .ok_or_else(|| Error::InvalidInput("masked pick: logits are not contiguous".into()))?;
+            .ok_or_else(|| Error::Internal("masked pick: logits are not contiguous".into()))?;
         let row = storage.as_cuda_slice::<f32>()?.slice(start..end);
 
         // Words past the mask are disallowed; never read more than was uploaded.
@@ -109,8 +109,9 @@ impl CudaPicker {
 }
 
 fn load_error(device: &CudaDevice, e: candle_core::Error) -> Error {
-    Error::Device {
-        device: format!("{device:?}"),
-        reason: format!("cannot load the masked-argmax kernel ({MODULE}): {e}"),
-    }
+    Error::device_caused(
+        format!("{device:?}"),
+        format!("cannot load the masked-argmax kernel ({MODULE})"),
+        e,
+    )
 }

@@ -89,7 +89,7 @@ impl MetalPicker {
         {
             let (storage, layout) = logits.storage_and_layout();
             let Storage::Metal(storage) = &*storage else {
-                return Err(Error::InvalidInput(
+                return Err(Error::Internal(
                     "masked pick: logits are not on the Metal device".into(),
                 ));
             };
@@ -148,8 +148,8 @@ fn shared_buffer(device: &MetalDevice, words: usize) -> Result<Buffer> {
 }
 
 fn device_error(device: &MetalDevice, reason: String) -> Error {
-    Error::Device {
-        device: format!("{device:?}"),
-        reason: format!("masked-argmax kernel: {reason}"),
-    }
+    Error::device(
+        format!("{device:?}"),
+        format!("masked-argmax kernel: {reason}"),
+    )
 }

@@ -90,12 +90,10 @@ impl Backend {
             // Without the feature candle cannot create such a device, so no tensor
             // can live there; say so rather than panic.
             #[allow(unreachable_patterns)]
-            other => Err(Error::Device {
-                device: format!("{:?}", other.location()),
-                reason:
-                    "this build has no kernel for the device (enable the `cuda` or `metal` feature)"
-                        .into(),
-            }),
+            other => Err(Error::device(
+                format!("{:?}", other.location()),
+                "this build has no kernel for the device (enable the `cuda` or `metal` feature)",
+            )),
         }
     }
 
@@ -130,7 +128,7 @@ impl TokenPicker {
         let n = match logits.dims() {
             [n] if u32::try_from(*n).is_ok() => *n,
             dims => {
-                return Err(Error::InvalidInput(format!(
+                return Err(Error::invalid_input(format!(
                 "masked pick: logits have shape {dims:?}, expected one row of at most {} entries",
                 u32::MAX
             )))
@@ -195,7 +193,7 @@ mod tests {
     fn picker_rejects_logits_that_are_not_one_row() -> anyhow::Result<()> {
         let two_rows = Tensor::zeros((2, 4), DType::F32, &Device::Cpu)?;
         let err = TokenPicker::default().pick(&two_rows, &[u32::MAX], PickRule::Argmax);
-        assert!(matches!(err, Err(Error::InvalidInput(_))), "{err:?}");
+        assert!(matches!(err, Err(Error::InvalidInput { .. })), "{err:?}");
         Ok(())
     }
 }

@@ -32,10 +32,7 @@ impl std::str::FromStr for DeviceChoice {
                 .strip_prefix("cuda:")
                 .and_then(|n| n.parse().ok())
                 .map(DeviceChoice::Cuda)
-                .ok_or_else(|| Error::Device {
-                    device: s.to_string(),
-                    reason: "expected auto, cpu, cuda, cuda:N or metal".into(),
-                }),
+                .ok_or_else(|| Error::device(s, "expected auto, cpu, cuda, cuda:N or metal")),
         }
     }
 }
@@ -43,10 +40,8 @@ impl std::str::FromStr for DeviceChoice {
 impl DeviceChoice {
     /// The candle device, or [`Error::Device`] saying why it cannot be had.
     pub fn resolve(self) -> Result<Device> {
-        let unavailable = |device: String, e: candle_core::Error| Error::Device {
-            device,
-            reason: e.to_string(),
-        };
+        let unavailable =
+            |device: String, e: candle_core::Error| Error::device_caused(device, "", e);
         match self {
             DeviceChoice::Cpu => Ok(Device::Cpu),
             DeviceChoice::Cuda(n) => {
@@ -67,5 +62,33 @@ impl DeviceChoice {
                 Ok(Device::Cpu)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    /// Without the `metal` feature candle cannot open a Metal device: the error names the
+    /// device, reads as candle's message did, and keeps candle's error as its source.
+    #[cfg(not(feature = "metal"))]
+    #[test]
+    fn an_unavailable_device_keeps_candles_error_as_source() -> Result<()> {
+        let candle_message = match Device::new_metal(0) {
+            Ok(_) => return Err(Error::Internal("a Metal device opened".into())),
+            Err(e) => e.to_string(),
+        };
+        let err = match DeviceChoice::Metal.resolve() {
+            Ok(_) => return Err(Error::Internal("a Metal device resolved".into())),
+            Err(err) => err,
+        };
+        assert!(matches!(&err, Error::Device { device, .. } if device == "metal"));
+        assert_eq!(err.to_string(), format!("device metal: {candle_message}"));
+        let source = err
+            .source()
+            .ok_or_else(|| Error::Internal(format!("no source: {err}")))?;
+        assert!(source.downcast_ref::<candle_core::Error>().is_some());
+        Ok(())
     }
 }

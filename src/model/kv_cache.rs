@@ -56,7 +56,7 @@ impl KvCache {
     /// Cut back to the first `len` positions. O(1): the buffers are kept.
     pub fn truncate(&mut self, len: usize) -> Result<()> {
         if len > self.len {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::invalid_input(format!(
                 "cannot truncate the KV cache to {len} positions: it holds {}",
                 self.len
             )));
@@ -87,7 +87,7 @@ impl KvCache {
         let entry = self
             .layers
             .get_mut(layer)
-            .ok_or_else(|| Error::InvalidInput(format!("KV cache has no layer {layer}")))?;
+            .ok_or_else(|| Error::Internal(format!("KV cache has no layer {layer}")))?;
         let grow = |old: Option<&Tensor>,
                     dtype: DType,
                     device: &Device,
@@ -126,7 +126,7 @@ impl KvCache {
             entry.buffers = Some((kb, vb));
         }
         let Some((kb, vb)) = &entry.buffers else {
-            return Err(Error::InvalidInput(
+            return Err(Error::Internal(
                 "KV cache buffer missing after growth".into(),
             ));
         };

@@ -64,7 +64,7 @@ impl FromStr for Quantization {
             "q6k" => Ok(Quantization::Q6K),
             "q5k" => Ok(Quantization::Q5K),
             "q4k" => Ok(Quantization::Q4K),
-            _ => Err(Error::InvalidInput(format!(
+            _ => Err(Error::invalid_input(format!(
                 "quantization {s:?}: expected q8_0, q6k, q5k or q4k"
             ))),
         }

@@ -78,7 +78,7 @@ impl ScriptedModel {
     /// end-of-sequence id.
     pub fn new(token_bytes: Arc<Vec<Vec<u8>>>, eos: u32, script: Script) -> Result<Self> {
         if (eos as usize) >= token_bytes.len() {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::invalid_input(format!(
                 "eos id {eos} outside a vocabulary of {}",
                 token_bytes.len()
             )));
@@ -229,7 +229,7 @@ impl VisionLanguageModel for ScriptedModel {
 
     fn truncate(&mut self, len: usize) -> Result<()> {
         if len > self.cache.len() {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::invalid_input(format!(
                 "cannot truncate a cache of {} positions to {len}",
                 self.cache.len()
             )));
@@ -239,25 +239,25 @@ impl VisionLanguageModel for ScriptedModel {
     }
 
     fn encode_image(&mut self, _image: &PreprocessedImage) -> Result<EncodedImage> {
-        Err(Error::InvalidInput(
-            "the scripted model has no vision tower".into(),
+        Err(Error::invalid_input(
+            "the scripted model has no vision tower",
         ))
     }
 
     fn feed(&mut self, tokens: &[u32], images: &[EncodedImage]) -> Result<Tensor> {
         if tokens.is_empty() {
-            return Err(Error::InvalidInput("feed needs at least one token".into()));
+            return Err(Error::invalid_input("feed needs at least one token"));
         }
         if !images.is_empty() {
-            return Err(Error::InvalidInput(
-                "the scripted model has no vision tower".into(),
+            return Err(Error::invalid_input(
+                "the scripted model has no vision tower",
             ));
         }
         if let Some(bad) = tokens
             .iter()
             .find(|&&t| t as usize >= self.token_bytes.len())
         {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::invalid_input(format!(
                 "token {bad} outside the vocabulary"
             )));
         }

@@ -91,8 +91,8 @@ impl GraderHead {
         let yes = renderer.single_token_words(&YES_SPELLINGS)?;
         let no = renderer.single_token_words(&NO_SPELLINGS)?;
         if yes.is_empty() || no.is_empty() {
-            return Err(Error::Tokenizer(
-                "the tokenizer has no one-token spelling of yes or no: the zero-shot grader needs them".into(),
+            return Err(Error::tokenizer(
+                "the tokenizer has no one-token spelling of yes or no: the zero-shot grader needs them",
             ));
         }
         let mut hints = [0u32; 4];
@@ -126,7 +126,7 @@ impl GraderHead {
     /// against the model's hidden size.
     pub fn load(path: &Path, hidden_size: usize, device: &Device) -> Result<Self> {
         let tensors = candle_core::safetensors::load(path, device)
-            .map_err(|e| Error::model_file(path, format!("not a grader head: {e}")))?;
+            .map_err(|e| Error::model_file_caused(path, "not a grader head", e))?;
         let get = |name: &str| {
             tensors
                 .get(name)
@@ -134,7 +134,7 @@ impl GraderHead {
                 .ok_or_else(|| Error::model_file(path, format!("missing tensor {name:?}")))
         };
         let head = Self::from_tensors(get("weight")?, get("bias")?)
-            .map_err(|e| Error::model_file(path, e.to_string()))?;
+            .map_err(|e| Error::model_file_caused(path, "", e))?;
         if let GraderHead::Trained { weight, .. } = &head {
             let (_, hidden) = weight.dims2()?;
             if hidden != hidden_size {
@@ -183,7 +183,7 @@ impl GraderHead {
             }
             GraderHead::Trained { .. } => {
                 let out = self.apply(hidden)?.ok_or_else(|| {
-                    Error::InvalidInput("a trained grader head gave no logits".into())
+                    Error::Internal("a trained grader head gave no logits".into())
                 })?;
                 Ok((out.p_done(), Some(out.hints)))
             }
@@ -194,7 +194,7 @@ impl GraderHead {
     /// one-word answer). A trained head has no word ids: it answers from its own rows.
     pub fn hint_logits(&self, logits: &Tensor) -> Result<[f32; 4]> {
         let GraderHead::ZeroShot { hints, .. } = self else {
-            return Err(Error::InvalidInput(
+            return Err(Error::Internal(
                 "a trained grader head gives its hints with the verdict".into(),
             ));
         };
@@ -205,7 +205,7 @@ impl GraderHead {
         let mut out = [0f32; 4];
         for (slot, id) in out.iter_mut().zip(hints) {
             *slot = *row.get(*id as usize).ok_or_else(|| {
-                Error::InvalidInput(format!("hint token {id} is past the logits row"))
+                Error::Internal(format!("hint token {id} is past the logits row"))
             })?;
         }
         Ok(out)
@@ -218,7 +218,7 @@ pub fn log_sum_exp(row: &[f32], ids: &[u32]) -> Result<f32> {
         .iter()
         .map(|&id| {
             row.get(id as usize).copied().ok_or_else(|| {
-                Error::InvalidInput(format!("token {id} is past a logits row of {}", row.len()))
+                Error::invalid_input(format!("token {id} is past a logits row of {}", row.len()))
             })
         })
         .collect::<Result<_>>()?;
@@ -378,7 +378,7 @@ impl FitReport {
             ]),
             path,
         )
-        .map_err(|e| Error::model_file(path, format!("cannot write the grader head: {e}")))
+        .map_err(|e| Error::model_file_caused(path, "cannot write the grader head", e))
     }
 }
 
@@ -395,18 +395,16 @@ pub fn fit_head(
 ) -> Result<FitReport> {
     let n = features.len();
     if n < 4 || verified.len() != n || hints.len() != n {
-        return Err(Error::InvalidInput(format!(
+        return Err(Error::invalid_input(format!(
             "grader fit needs at least 4 labelled examples with one label each, got {n}"
         )));
     }
     let hidden = features[0].len();
     if hidden == 0 || features.iter().any(|f| f.len() != hidden) {
-        return Err(Error::InvalidInput(
-            "hidden states of different sizes".into(),
-        ));
+        return Err(Error::invalid_input("hidden states of different sizes"));
     }
     if !(options.held_out > 0.0 && options.held_out < 1.0) {
-        return Err(Error::InvalidInput(format!(
+        return Err(Error::invalid_input(format!(
             "held-out share {} is not in (0, 1)",
             options.held_out
         )));
@@ -565,7 +563,7 @@ mod tests {
         assert!(p < 0.5, "p = {p}");
         assert!((p - sigmoid(ZERO_SHOT_BIAS)).abs() < 1e-6, "p = {p}");
         let GraderHead::ZeroShot { yes, no, .. } = &head else {
-            return Err(Error::InvalidInput("not zero-shot".into()));
+            return Err(Error::invalid_input("not zero-shot"));
         };
         assert!(yes.len() >= 4 && no.len() >= 4, "{yes:?} {no:?}");
         Ok(())
@@ -624,7 +622,7 @@ mod tests {
         )?;
         let logits = head
             .apply(&Tensor::new(features[1].as_slice(), &Device::Cpu)?)?
-            .ok_or_else(|| Error::InvalidInput("no logits".into()))?;
+            .ok_or_else(|| Error::invalid_input("no logits"))?;
         let verdict = logits.verdict(0.5);
         assert!(!verdict.verified);
         assert_eq!(
@@ -648,7 +646,7 @@ mod tests {
         let hidden = Tensor::new(&[1f32, 0.0, 0.0], &Device::Cpu)?;
         let apply = |head: GraderHead| -> Result<GraderLogits> {
             head.apply(&hidden)?
-                .ok_or_else(|| Error::InvalidInput("no logits".into()))
+                .ok_or_else(|| Error::invalid_input("no logits"))
         };
         let yes = apply(head_forcing(4.0, 0)?)?.verdict(0.5);
         assert!(yes.verified && yes.next_action_hint.is_none() && yes.reason.is_empty());
@@ -666,7 +664,7 @@ mod tests {
         let hidden = Tensor::new(&[1f32, 0.0, 0.0], &Device::Cpu)?;
         let logits = head_forcing(0.0, 1)?
             .apply(&hidden)?
-            .ok_or_else(|| Error::InvalidInput("no logits".into()))?; // p = 0.5
+            .ok_or_else(|| Error::invalid_input("no logits"))?; // p = 0.5
         assert!(logits.verdict(0.5).verified);
         assert!(!logits.verdict(0.6).verified);
         Ok(())

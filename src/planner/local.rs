@@ -221,7 +221,7 @@ impl LocalPlanner {
         }
         preprocess.validate()?;
         if !(0.0..=1.0).contains(&options.grader_threshold) {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::invalid_input(format!(
                 "grader threshold {} is not a probability",
                 options.grader_threshold
             )));
@@ -301,7 +301,7 @@ fn lock(engine: &Mutex<Engine>) -> Result<std::sync::MutexGuard<'_, Engine>> {
     // refuses to go on rather than plan from a corrupt prefix.
     engine
         .lock()
-        .map_err(|_| Error::InvalidInput("an earlier turn panicked; reload the planner".into()))
+        .map_err(|_| Error::Internal("an earlier turn panicked; reload the planner".into()))
 }
 
 fn run_decide(engine: &Mutex<Engine>, turn: &Turn<'_>) -> Result<(NextMove, TurnStats)> {

@@ -402,14 +402,14 @@ impl PromptRenderer {
         let ids = self.encode(word)?;
         ids.first()
             .copied()
-            .ok_or_else(|| Error::Tokenizer(format!("{word:?} encodes to no token")))
+            .ok_or_else(|| Error::tokenizer(format!("{word:?} encodes to no token")))
     }
 
     fn encode(&self, text: &str) -> Result<Vec<u32>> {
         Ok(self
             .tokenizer
             .encode(text, false)
-            .map_err(|e| Error::Tokenizer(e.to_string()))?
+            .map_err(|e| Error::tokenizer_caused("", e))?
             .get_ids()
             .to_vec())
     }

@@ -42,7 +42,7 @@ pub fn encode_png(image: &RgbaImage) -> Result<Vec<u8>> {
             image.height(),
             image::ExtendedColorType::Rgba8,
         )
-        .map_err(|e| Error::Image(format!("encoding the screenshot as PNG: {e}")))?;
+        .map_err(|e| Error::image_caused("encoding the screenshot as PNG", e))?;
     Ok(out.into_inner())
 }
 
@@ -72,11 +72,10 @@ pub fn check_display_env() -> Result<()> {
     {
         let set = |k: &str| std::env::var_os(k).is_some_and(|v| !v.is_empty());
         if !set("DISPLAY") && !set("WAYLAND_DISPLAY") {
-            return Err(Error::Runner(
+            return Err(Error::runner(
                 "no display: neither DISPLAY nor WAYLAND_DISPLAY is set; run inside a desktop \
                  session, or start a virtual one (e.g. `Xvfb :99 -screen 0 1920x1080x24 &` and \
-                 `DISPLAY=:99`)"
-                    .into(),
+                 `DISPLAY=:99`)",
             ));
         }
     }
@@ -91,14 +90,12 @@ fn on_wayland() -> bool {
 fn all_monitors() -> Result<Vec<Monitor>> {
     check_display_env()?;
     let monitors = Monitor::all().map_err(|e| {
-        Error::Runner(format!(
-            "cannot list monitors on display {:?}: {e}",
-            std::env::var("DISPLAY").unwrap_or_default()
-        ))
+        let display = std::env::var("DISPLAY").unwrap_or_default();
+        Error::runner_caused(format!("cannot list monitors on display {display:?}"), e)
     })?;
     if monitors.is_empty() {
-        return Err(Error::Runner(
-            "no monitor found: the display server reports no active output".into(),
+        return Err(Error::runner(
+            "no monitor found: the display server reports no active output",
         ));
     }
     Ok(monitors)
@@ -114,8 +111,9 @@ pub fn list_monitors() -> Result<Vec<MonitorInfo>> {
 }
 
 fn monitor_info(index: usize, m: &Monitor) -> Result<MonitorInfo> {
-    let err =
-        |what: &str, e: xcap::XCapError| Error::Runner(format!("monitor {index}: {what}: {e}"));
+    let err = |what: &str, e: xcap::XCapError| {
+        Error::runner_caused(format!("monitor {index}: {what}"), e)
+    };
     Ok(MonitorInfo {
         index,
         name: m.name().map_err(|e| err("name", e))?,
@@ -142,7 +140,7 @@ impl ScreenCapturer {
         let index = match index {
             Some(i) if i < count => i,
             Some(i) => {
-                return Err(Error::Runner(format!(
+                return Err(Error::runner(format!(
                     "monitor {i} does not exist: this display has {count} monitor(s), \
                      indices 0..{}",
                     count - 1
@@ -167,19 +165,22 @@ impl ScreenCapturer {
     pub fn capture(&mut self) -> Result<Capture> {
         let image = self.monitor.capture_image().map_err(|e| {
             if on_wayland() {
-                Error::Runner(format!(
+                Error::runner(format!(
                     "screen capture denied or unavailable (Wayland screencast portal): {e}; \
                      allow screen sharing when the portal asks, or run in an X11 session"
                 ))
             } else {
-                Error::Runner(format!(
-                    "screen capture of monitor {} ({}) failed: {e}",
-                    self.info.index, self.info.name
-                ))
+                Error::runner_caused(
+                    format!(
+                        "screen capture of monitor {} ({}) failed",
+                        self.info.index, self.info.name
+                    ),
+                    e,
+                )
             }
         })?;
         if image.width() == 0 || image.height() == 0 {
-            return Err(Error::Runner(format!(
+            return Err(Error::runner(format!(
                 "screen capture of monitor {} returned an empty image",
                 self.info.index
             )));

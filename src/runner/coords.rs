@@ -29,7 +29,7 @@ impl RelativePoint {
     pub fn new(x: i64, y: i64) -> Result<Self> {
         let max = i64::from(XY_SPACE_MAX);
         if !(0..=max).contains(&x) || !(0..=max).contains(&y) {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::invalid_input(format!(
                 "coordinate ({x},{y}) is outside the 0..={XY_SPACE_MAX} space of the screenshot"
             )));
         }
@@ -51,7 +51,7 @@ pub fn parse_xy_target(target_id: &str) -> Result<Option<RelativePoint>> {
         return Ok(None);
     };
     let malformed = || {
-        Error::InvalidInput(format!(
+        Error::invalid_input(format!(
             "target {target_id:?} is not of the form xy:X,Y with integers 0..={XY_SPACE_MAX}"
         ))
     };
@@ -60,7 +60,7 @@ pub fn parse_xy_target(target_id: &str) -> Result<Option<RelativePoint>> {
     let y: i64 = ys.trim().parse().map_err(|_| malformed())?;
     RelativePoint::new(x, y)
         .map(Some)
-        .map_err(|e| Error::InvalidInput(format!("target {target_id:?}: {e}")))
+        .map_err(|e| Error::invalid_input_caused(format!("target {target_id:?}"), e))
 }
 
 /// Where a screenshot lies on the input backend's coordinate plane.
@@ -107,7 +107,7 @@ impl ScreenGeometry {
     /// most half a pixel plus `size / 2000`, under 1 px on any monitor up to 2000 px.
     pub fn to_input(&self, point: RelativePoint) -> Result<InputPoint> {
         if self.image_width == 0 || self.image_height == 0 {
-            return Err(Error::Runner(format!(
+            return Err(Error::runner(format!(
                 "cannot map {point:?}: the captured image is {}x{}",
                 self.image_width, self.image_height
             )));

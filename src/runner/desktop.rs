@@ -82,8 +82,8 @@ impl XDesktop {
         let connected =
             super::elements::AtspiSource::connect().map(|s| Box::new(s) as Box<dyn ElementSource>);
         #[cfg(not(all(target_os = "linux", feature = "accessibility")))]
-        let connected: Result<Box<dyn ElementSource>> = Err(Error::Runner(
-            "no accessibility tree: this build reads elements only from AT-SPI2 on Linux".into(),
+        let connected: Result<Box<dyn ElementSource>> = Err(Error::runner(
+            "no accessibility tree: this build reads elements only from AT-SPI2 on Linux",
         ));
         match connected {
             Ok(source) => ElementsState::Connected(source),
@@ -170,7 +170,7 @@ impl TargetResolver for XyResolver {
             Some(p) => geometry.to_input(p),
             None => {
                 let known = view.elements.iter().any(|e| e.id == target_id);
-                Err(Error::Runner(format!(
+                Err(Error::runner(format!(
                     "target {target_id:?} is not an xy:X,Y point{}; this runner resolves only \
                      coordinate targets (give it a TargetResolver for element ids)",
                     if known {
@@ -240,7 +240,7 @@ impl ElementResolver<'_> {
             self.geometry.image_height,
         );
         let visible = now.bounds.intersect(&screen).ok_or_else(|| {
-            Error::Runner(format!(
+            Error::runner(format!(
                 "element {id:?} is stale: it moved off the captured monitor since the screenshot"
             ))
         })?;

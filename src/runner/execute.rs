@@ -257,7 +257,7 @@ impl Runner {
         if let Some(table) = scene.elements.filter(|t| t.get(target_id).is_some()) {
             let click = self.options.element_click;
             let source = self.desktop.elements().ok_or_else(|| {
-                Error::Runner(format!(
+                Error::runner(format!(
                     "element {target_id:?}: the accessibility tree is no longer reachable"
                 ))
             })?;
@@ -315,8 +315,8 @@ impl Runner {
                     }) => {
                         let invoked = match self.desktop.elements() {
                             Some(source) => source.invoke(&element, &action),
-                            None => Err(Error::Runner(
-                                "the accessibility tree is no longer reachable".into(),
+                            None => Err(Error::runner(
+                                "the accessibility tree is no longer reachable",
                             )),
                         };
                         match invoked {

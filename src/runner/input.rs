@@ -87,7 +87,7 @@ pub fn parse_key(name: &str) -> Result<Key> {
 }
 
 fn unknown(name: &str) -> Error {
-    Error::InvalidInput(format!(
+    Error::invalid_input(format!(
         "unknown key name {name:?}; accepted: a single character or one of {}",
         KEY_NAMES
             .iter()
@@ -145,7 +145,7 @@ pub fn parse_key_chord(spec: &str) -> Result<Vec<Key>> {
         parts.push("+");
     }
     if parts.iter().any(|p| p.trim().is_empty()) {
-        return Err(Error::InvalidInput(format!(
+        return Err(Error::invalid_input(format!(
             "key chord {spec:?} has an empty part"
         )));
     }
@@ -156,7 +156,7 @@ pub fn parse_key_chord(spec: &str) -> Result<Vec<Key>> {
 /// Parses the `keys` list of a `key_combo` action. Each entry may itself be a chord.
 pub fn parse_key_combo(keys: &[String]) -> Result<Vec<Key>> {
     if keys.is_empty() {
-        return Err(Error::InvalidInput("key_combo with no keys".into()));
+        return Err(Error::invalid_input("key_combo with no keys"));
     }
     let mut names = Vec::new();
     for k in keys {
@@ -266,7 +266,7 @@ impl EnigoInput {
                 .map(str::to_string)
                 .or_else(|| std::env::var("DISPLAY").ok())
                 .unwrap_or_else(|| "(unset)".into());
-            Error::Runner(format!(
+            Error::runner(format!(
                 "input backend unavailable: {e} (X11 display {display}; Sightline synthesizes \
                  input with XTest on X11, on macOS it needs the Accessibility permission, and \
                  a pure Wayland session without XWayland is not supported)"
@@ -277,7 +277,7 @@ impl EnigoInput {
 }
 
 fn input_err(what: &str, e: enigo::InputError) -> Error {
-    Error::Runner(format!("{what}: {e}"))
+    Error::runner_caused(what, e)
 }
 
 impl InputDevice for EnigoInput {

@@ -55,15 +55,17 @@ impl ReplayPlanner {
             if line.is_empty() {
                 continue;
             }
-            let bad = |e: String| Error::InvalidInput(format!("{source} line {}: {e}", i + 1));
+            let bad = |what: &str, e: serde_json::Error| {
+                Error::invalid_input_caused(format!("{source} line {}: {what}", i + 1), e)
+            };
             let value: serde_json::Value =
-                serde_json::from_str(line).map_err(|e| bad(format!("not JSON: {e}")))?;
+                serde_json::from_str(line).map_err(|e| bad("not JSON", e))?;
             let (mv, verdict) = match value.get("move") {
                 Some(mv) if value.get("kind").is_none() => {
                     let verdict = match value.get("verdict") {
                         Some(v) if !v.is_null() => Some(
                             serde_json::from_value::<DoneVerdict>(v.clone())
-                                .map_err(|e| bad(format!("bad verdict: {e}")))?,
+                                .map_err(|e| bad("bad verdict", e))?,
                         ),
                         _ => None,
                     };
@@ -73,12 +75,13 @@ impl ReplayPlanner {
                 None if value.get("turn").is_some() && value.get("kind").is_none() => continue,
                 _ => (value, None),
             };
-            let mv: NextMove =
-                serde_json::from_value(mv).map_err(|e| bad(format!("not a NextMove: {e}")))?;
+            let mv: NextMove = serde_json::from_value(mv).map_err(|e| bad("not a NextMove", e))?;
             moves.push((mv, verdict));
         }
         if moves.is_empty() {
-            return Err(Error::InvalidInput(format!("{source}: no moves to replay")));
+            return Err(Error::invalid_input(format!(
+                "{source}: no moves to replay"
+            )));
         }
         Ok(Self {
             source: source.to_string(),
@@ -148,5 +151,31 @@ impl PlanProducer for ReplayPlanner {
             reason: String::new(),
             next_action_hint: None,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    /// A replay line that is not JSON is the caller's input error naming the line, with
+    /// serde_json's error (line and column) kept as the source.
+    #[test]
+    fn a_replay_line_that_is_not_json_keeps_the_parsers_error() -> Result<()> {
+        let err = match ReplayPlanner::from_jsonl("\n{\"move\": oops", "t.jsonl") {
+            Ok(_) => return Err(Error::Internal("a broken replay parsed".into())),
+            Err(err) => err,
+        };
+        let source = err
+            .source()
+            .and_then(|s| s.downcast_ref::<serde_json::Error>())
+            .ok_or_else(|| Error::Internal(format!("no serde_json source: {err:?}")))?;
+        assert!(matches!(err, Error::InvalidInput { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            format!("invalid input: t.jsonl line 2: not JSON: {source}")
+        );
+        Ok(())
     }
 }

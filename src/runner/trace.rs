@@ -152,7 +152,7 @@ impl TraceWriter {
     pub fn create(dir: &Path, meta: &RunMeta) -> Result<Self> {
         let turns_path = dir.join(TURNS_FILE);
         if turns_path.exists() {
-            return Err(Error::Runner(format!(
+            return Err(Error::runner(format!(
                 "trace directory {} already holds a run ({TURNS_FILE} exists); choose a new one",
                 dir.display()
             )));
@@ -185,7 +185,7 @@ impl TraceWriter {
     pub fn write_turn(&mut self, record: &TurnRecord) -> Result<()> {
         let path = self.dir.join(TURNS_FILE);
         let line = serde_json::to_string(record)
-            .map_err(|e| Error::Runner(format!("serializing turn {}: {e}", record.turn)))?;
+            .map_err(|e| Error::runner_caused(format!("serializing turn {}", record.turn), e))?;
         writeln!(self.turns, "{line}")
             .and_then(|_| self.turns.flush())
             .map_err(|e| Error::io(&path, e))?;
@@ -211,7 +211,7 @@ impl TraceWriter {
         };
         let path = self.dir.join(GRADER_EXAMPLES_FILE);
         let line = serde_json::to_string(&example)
-            .map_err(|e| Error::Runner(format!("serializing a grader example: {e}")))?;
+            .map_err(|e| Error::runner_caused("serializing a grader example", e))?;
         fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -230,7 +230,7 @@ impl TraceWriter {
 
 fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
     let text = serde_json::to_string_pretty(value)
-        .map_err(|e| Error::Runner(format!("serializing {}: {e}", path.display())))?;
+        .map_err(|e| Error::runner_caused(format!("serializing {}", path.display()), e))?;
     fs::write(path, text + "\n").map_err(|e| Error::io(path, e))
 }
 
@@ -248,11 +248,8 @@ pub fn read_turns(path: &Path) -> Result<Vec<TurnRecord>> {
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| {
             serde_json::from_str(l).map_err(|e| {
-                Error::InvalidInput(format!(
-                    "{} line {}: not a turn record: {e}",
-                    file.display(),
-                    i + 1
-                ))
+                let at = format!("{} line {}: not a turn record", file.display(), i + 1);
+                Error::invalid_input_caused(at, e)
             })
         })
         .collect()

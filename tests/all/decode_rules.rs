@@ -57,7 +57,7 @@ fn token_env_has_the_logits_width_and_never_allows_padding_or_special_tokens() -
     // A logits width narrower than the tokenizer is a mismatch, not a panic.
     ensure!(matches!(
         TokenEnv::from_tokenizer(&tokenizer, 1000),
-        Err(Error::Tokenizer(_))
+        Err(Error::Tokenizer { .. })
     ));
 
     // At the start of a string (almost every token allowed) and at the end of a move
@@ -468,7 +468,7 @@ fn budget_exhaustion_is_a_decode_error_with_the_text() -> Result<()> {
         candle_core::Tensor::zeros(10, candle_core::DType::F32, &candle_core::Device::Cpu)?;
     ensure!(matches!(
         decode(&mut model, &narrow, &grammar, &options),
-        Err(Error::InvalidInput(_))
+        Err(Error::InvalidInput { .. })
     ));
     Ok(())
 }

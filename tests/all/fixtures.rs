@@ -70,7 +70,7 @@ fn a_corrupt_gzip_tokenizer_is_a_tokenizer_error() -> Result<()> {
     let path = dir.join("tokenizer.json.gz");
     std::fs::write(&path, b"\x1f\x8b\x08\x00not really gzip")?;
     let err = load_tokenizer(&path).expect_err("corrupt gzip must not load");
-    assert!(matches!(err, sightline::Error::Tokenizer(_)), "{err}");
+    assert!(matches!(err, sightline::Error::Tokenizer { .. }), "{err}");
     assert!(err.to_string().contains("tokenizer.json.gz"), "{err}");
     std::fs::remove_dir_all(&dir)?;
     Ok(())

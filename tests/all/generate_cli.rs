@@ -491,7 +491,7 @@ impl VisionLanguageModel for ScriptedSteps {
         Ok(())
     }
     fn encode_image(&mut self, _: &PreprocessedImage) -> sightline::Result<EncodedImage> {
-        Err(sightline::Error::InvalidInput("no vision".into()))
+        Err(sightline::Error::invalid_input("no vision"))
     }
     fn feed(&mut self, tokens: &[u32], _: &[EncodedImage]) -> sightline::Result<Tensor> {
         self.fed.extend_from_slice(tokens);

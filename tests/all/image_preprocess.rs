@@ -359,7 +359,10 @@ fn jpeg_is_accepted_with_the_same_grid_and_close_pixels() -> Result<()> {
 
 fn expect_image_error(result: sightline::Result<sightline::PreprocessedImage>, needle: &str) {
     match result {
-        Err(Error::Image(msg)) => assert!(msg.contains(needle), "{msg:?} lacks {needle:?}"),
+        Err(e @ Error::Image { .. }) => {
+            let msg = e.to_string();
+            assert!(msg.contains(needle), "{msg:?} lacks {needle:?}")
+        }
         Err(other) => panic!("expected an image error mentioning {needle:?}, got {other}"),
         Ok(pre) => panic!(
             "expected an image error mentioning {needle:?}, got grid {:?}",
@@ -399,7 +402,7 @@ fn corrupt_truncated_and_unknown_bytes_are_image_errors() -> Result<()> {
         }
         match preprocess_bytes(&bytes, &cfg) {
             Ok(pre) => assert_eq!(pre.grid_thw[0], 1),
-            Err(Error::Image(_)) => {}
+            Err(Error::Image { .. }) => {}
             Err(other) => panic!("seed {seed}: expected an image error, got {other}"),
         }
     }

@@ -207,7 +207,7 @@ fn tokenizer_that_belongs_to_another_model_is_rejected() -> Result<()> {
     let text = std::fs::read_to_string(&config_path)?;
     let other = Qwen3VlConfig::from_json_str(&text.replace("151655", "151654"))?;
     let err = check_tokenizer(&other, &tokenizer).err();
-    ensure!(matches!(err, Some(Error::Tokenizer(_))), "{err:?}");
+    ensure!(matches!(err, Some(Error::Tokenizer { .. })), "{err:?}");
     let small = Qwen3VlConfig {
         text: sightline::model::qwen3_vl::TextConfig {
             vocab_size: 151_660,
@@ -216,7 +216,7 @@ fn tokenizer_that_belongs_to_another_model_is_rejected() -> Result<()> {
         ..cfg
     };
     let err = check_tokenizer(&small, &tokenizer).err();
-    ensure!(matches!(err, Some(Error::Tokenizer(_))), "{err:?}");
+    ensure!(matches!(err, Some(Error::Tokenizer { .. })), "{err:?}");
     Ok(())
 }
 

@@ -77,7 +77,7 @@ impl MoveSpec {
             || limits.data_string_tokens == 0
             || limits.chars_per_token == 0
         {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::invalid_input(format!(
                 "grammar limits must be positive: {limits:?}"
             )));
         }

@@ -231,7 +231,11 @@ impl Qwen3VlConfig {
     pub fn from_config_json(path: &Path) -> Result<Self> {
         let text = crate::input_file::read_string(path, crate::input_file::InputKind::Config)?;
         Self::from_json_str(&text).map_err(|e| match e {
-            Error::Config(reason) => Error::model_file(path, reason),
+            Error::Config { reason, source } => Error::ModelFile {
+                path: path.to_path_buf(),
+                reason,
+                source,
+            },
             other => other,
         })
     }
@@ -239,10 +243,10 @@ impl Qwen3VlConfig {
     /// Parse and validate the text of a `config.json`.
     pub fn from_json_str(json: &str) -> Result<Self> {
         let raw: RawConfig = serde_json::from_str(json)
-            .map_err(|e| Error::Config(format!("config.json does not parse: {e}")))?;
+            .map_err(|e| Error::config_caused("config.json does not parse", e))?;
         if let Some(mt) = &raw.model_type {
             if mt != "qwen3_vl" {
-                return Err(Error::Config(format!(
+                return Err(Error::config(format!(
                     "model_type is {mt:?}, only \"qwen3_vl\" is supported"
                 )));
             }
@@ -257,33 +261,31 @@ impl Qwen3VlConfig {
             .unwrap_or_default();
         if let Some(rt) = &rope.rope_type {
             if rt != "default" && rt != "mrope" {
-                return Err(Error::Config(format!(
+                return Err(Error::config(format!(
                     "text_config rope_type {rt:?} is not supported (only \"default\")"
                 )));
             }
         }
         let rope_theta = rope.rope_theta.or(t.rope_theta).ok_or_else(|| {
-            Error::Config(
-                "text_config: no rope_theta (in rope_parameters or beside rope_scaling)".into(),
-            )
+            Error::config("text_config: no rope_theta (in rope_parameters or beside rope_scaling)")
         })?;
         let section = rope.mrope_section.clone().ok_or_else(|| {
-            Error::Config("text_config: no mrope_section in rope_scaling / rope_parameters".into())
+            Error::config("text_config: no mrope_section in rope_scaling / rope_parameters")
         })?;
         let mrope_section: [usize; 3] = section.as_slice().try_into().map_err(|_| {
-            Error::Config(format!(
+            Error::config(format!(
                 "text_config.mrope_section has {} entries, expected 3 (t, h, w)",
                 section.len()
             ))
         })?;
         if t.attention_bias {
-            return Err(Error::Config(
-                "text_config.attention_bias = true is not supported by Qwen3-VL".into(),
+            return Err(Error::config(
+                "text_config.attention_bias = true is not supported by Qwen3-VL",
             ));
         }
         if let Some(act) = &t.hidden_act {
             if act != "silu" {
-                return Err(Error::Config(format!(
+                return Err(Error::config(format!(
                     "text_config.hidden_act {act:?} is not supported (only \"silu\")"
                 )));
             }
@@ -291,7 +293,7 @@ impl Qwen3VlConfig {
         let v = &raw.vision_config;
         if let Some(act) = &v.hidden_act {
             if act != "gelu_pytorch_tanh" {
-                return Err(Error::Config(format!(
+                return Err(Error::config(format!(
                     "vision_config.hidden_act {act:?} is not supported (only \"gelu_pytorch_tanh\")"
                 )));
             }
@@ -473,7 +475,7 @@ impl Qwen3VlConfig {
     pub fn validate(&self) -> Result<()> {
         let t = &self.text;
         let v = &self.vision;
-        let bad = |msg: String| Err(Error::Config(msg));
+        let bad = |msg: String| Err(Error::config(msg));
         for (name, val) in [
             ("text vocab_size", t.vocab_size),
             ("text hidden_size", t.hidden_size),

@@ -143,7 +143,7 @@ pub fn mrope_positions(
     let mut running_next = start as u64;
     let mut i = 0;
     let to_u32 = |x: u64| {
-        u32::try_from(x).map_err(|_| Error::InvalidInput(format!("M-RoPE position {x} overflows")))
+        u32::try_from(x).map_err(|_| Error::invalid_input(format!("M-RoPE position {x} overflows")))
     };
     while i < tokens.len() {
         if tokens[i] != image_token_id {
@@ -159,7 +159,7 @@ pub fn mrope_positions(
             .take_while(|&&t| t == image_token_id)
             .count();
         let grid = grids.next().ok_or_else(|| {
-            Error::InvalidInput(format!(
+            Error::invalid_input(format!(
                 "image-pad run {} at token {i} has no image ({} images given)",
                 image_runs.len() + 1,
                 token_grids.len()
@@ -167,7 +167,7 @@ pub fn mrope_positions(
         })?;
         let [gt, gh, gw] = *grid;
         if grid_tokens(grid) != Some(run) {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::invalid_input(format!(
                 "image-pad run at token {i} has {run} tokens, its image grid is {gt}×{gh}×{gw}"
             )));
         }
@@ -190,7 +190,7 @@ pub fn mrope_positions(
         i += run;
     }
     if image_runs.len() != token_grids.len() {
-        return Err(Error::InvalidInput(format!(
+        return Err(Error::invalid_input(format!(
             "{} images given but the tokens hold {} image-pad runs",
             token_grids.len(),
             image_runs.len()
@@ -297,11 +297,11 @@ impl Qwen3Vl {
     /// final-norm hidden states `(n, hidden)`. On error the cache is unchanged.
     fn forward_hidden(&mut self, tokens: &[u32], images: &[EncodedImage]) -> Result<Tensor> {
         if tokens.is_empty() {
-            return Err(Error::InvalidInput("feed: no tokens".into()));
+            return Err(Error::invalid_input("feed: no tokens"));
         }
         let vocab = self.cfg.text.vocab_size;
         if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= vocab) {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::invalid_input(format!(
                 "token id {bad} is outside the vocabulary ({vocab})"
             )));
         }
@@ -309,13 +309,13 @@ impl Qwen3Vl {
         let n_deepstack = self.cfg.vision.deepstack_visual_indexes.len();
         for (i, img) in images.iter().enumerate() {
             let n = grid_tokens(&img.token_grid).ok_or_else(|| {
-                Error::InvalidInput(format!(
+                Error::invalid_input(format!(
                     "image {i}: token grid {:?} overflows",
                     img.token_grid
                 ))
             })?;
             if img.embeddings.dims() != [n, hidden_size] {
-                return Err(Error::InvalidInput(format!(
+                return Err(Error::invalid_input(format!(
                     "image {i}: embeddings {:?}, expected [{n}, {hidden_size}]",
                     img.embeddings.dims()
                 )));
@@ -323,7 +323,7 @@ impl Qwen3Vl {
             if img.deepstack.len() != n_deepstack
                 || img.deepstack.iter().any(|d| d.dims() != [n, hidden_size])
             {
-                return Err(Error::InvalidInput(format!(
+                return Err(Error::invalid_input(format!(
                     "image {i}: {} DeepStack features, expected {n_deepstack} of [{n}, {hidden_size}]",
                     img.deepstack.len()
                 )));
@@ -416,7 +416,7 @@ pub fn check_tokenizer(cfg: &Qwen3VlConfig, tokenizer: &Tokenizer) -> Result<()>
         ),
     ] {
         if found != expected {
-            return Err(Error::Tokenizer(format!(
+            return Err(Error::tokenizer(format!(
                 "{name} is id {found} in the tokenizer but {expected} in the model config: \
                  the tokenizer belongs to another model"
             )));
@@ -424,7 +424,7 @@ pub fn check_tokenizer(cfg: &Qwen3VlConfig, tokenizer: &Tokenizer) -> Result<()>
     }
     let size = tokenizer.get_vocab_size(true);
     if size > cfg.text.vocab_size {
-        return Err(Error::Tokenizer(format!(
+        return Err(Error::tokenizer(format!(
             "the tokenizer has {size} tokens but the model's logits row has only {}",
             cfg.text.vocab_size
         )));
@@ -471,13 +471,13 @@ impl VisionLanguageModel for Qwen3Vl {
     fn last_hidden(&self) -> Result<Tensor> {
         self.last_hidden
             .clone()
-            .ok_or_else(|| Error::InvalidInput("last_hidden: nothing has been fed yet".into()))
+            .ok_or_else(|| Error::invalid_input("last_hidden: nothing has been fed yet"))
     }
 
     fn lm_head_rows(&self, ids: &[u32]) -> Result<Tensor> {
         let vocab = self.cfg.text.vocab_size;
         if let Some(&bad) = ids.iter().find(|&&t| t as usize >= vocab) {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::invalid_input(format!(
                 "lm_head_rows: id {bad} is outside the vocabulary ({vocab})"
             )));
         }

@@ -257,20 +257,20 @@ impl VisionModel {
         let m = self.cfg.spatial_merge_size;
         if t == 0 || h == 0 || w == 0 || h > MAX_GRID_SIDE || w > MAX_GRID_SIDE || t > MAX_GRID_SIDE
         {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::invalid_input(format!(
                 "image grid {:?} is empty or larger than {MAX_GRID_SIDE} patches a side",
                 image.grid_thw
             )));
         }
         if h % m != 0 || w % m != 0 {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::invalid_input(format!(
                 "image grid {:?}: height and width must be multiples of the merge size {m}",
                 image.grid_thw
             )));
         }
         let expected = [t * h * w, self.cfg.patch_dim()];
         if image.pixel_values.dims() != expected {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::invalid_input(format!(
                 "pixel_values has shape {:?}, expected {expected:?} for grid {:?}",
                 image.pixel_values.dims(),
                 image.grid_thw

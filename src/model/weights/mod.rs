@@ -63,7 +63,7 @@ impl TensorConverter {
     pub(crate) fn new(opts: &LoadOptions) -> Result<Self> {
         if let Some(q) = opts.quantize {
             if !QUANTIZE_AT_LOAD_TYPES.contains(&q) {
-                return Err(Error::Config(format!(
+                return Err(Error::config(format!(
                     "quantize-at-load to {q:?} is not supported (use Q8_0, Q6K, Q5K or Q4K)"
                 )));
             }
@@ -72,7 +72,7 @@ impl TensorConverter {
             .dtype
             .unwrap_or_else(|| default_activation_dtype(&opts.device));
         if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "activation dtype {dtype:?} is not a float type"
             )));
         }

@@ -52,7 +52,7 @@ impl ModelSource {
             .find(|path| path.is_file())
             .map(|path| load_tokenizer(&path))
             .unwrap_or_else(|| {
-                Err(Error::Tokenizer(format!(
+                Err(Error::tokenizer(format!(
                     "no tokenizer.json or tokenizer.json.gz in {}",
                     dir.display()
                 )))

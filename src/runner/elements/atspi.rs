@@ -49,7 +49,7 @@ impl AtspiSource {
     /// says why (no session bus, no `org.a11y.Bus`, the bus address unreachable).
     pub fn connect() -> Result<Self> {
         let no_bus = |what: &str, e: zbus::Error| {
-            Error::Runner(format!("no accessibility bus: {what}: {e}"))
+            Error::runner_caused(format!("no accessibility bus: {what}"), e)
         };
         let session = Connection::session().map_err(|e| no_bus("no D-Bus session bus", e))?;
         let address = BusProxyBlocking::new(&session)
@@ -235,7 +235,7 @@ impl AtspiSource {
         handle
             .find('/')
             .map(|i| handle.split_at(i))
-            .ok_or_else(|| Error::Runner(format!("malformed AT-SPI element handle {handle:?}")))
+            .ok_or_else(|| Error::runner(format!("malformed AT-SPI element handle {handle:?}")))
     }
 }
 
@@ -268,7 +268,7 @@ impl ElementSource for AtspiSource {
         let started = Instant::now();
         let windows = self
             .windows()
-            .map_err(|e| Error::Runner(format!("accessibility tree: cannot list windows: {e}")))?;
+            .map_err(|e| Error::runner_caused("accessibility tree: cannot list windows", e))?;
         let mut walk = Walk {
             geometry,
             budget,
@@ -309,7 +309,7 @@ impl ElementSource for AtspiSource {
     ) -> Result<RawElement> {
         let (dest, path) = Self::split_handle(&element.raw.handle)?;
         let stale = |why: String| {
-            Error::Runner(format!(
+            Error::runner(format!(
                 "element {:?} ({} {:?}) is stale: {why} (the screen changed since the \
                  screenshot); look again",
                 element.id, element.raw.role, element.raw.name
@@ -346,23 +346,20 @@ impl ElementSource for AtspiSource {
 
     fn invoke(&mut self, element: &ScreenElement, action: &str) -> Result<()> {
         let (dest, path) = Self::split_handle(&element.raw.handle)?;
-        let fail = |e: String| {
-            Error::Runner(format!(
-                "accessible action {action:?} on {:?}: {e}",
-                element.id
-            ))
-        };
-        let proxy = self.action(dest, path).map_err(|e| fail(e.to_string()))?;
-        let actions = proxy.get_actions().map_err(|e| fail(e.to_string()))?;
+        let what = format!("accessible action {action:?} on {:?}", element.id);
+        let failed = |e: zbus::Error| Error::runner_caused(what.clone(), e);
+        let refused = |why: &str| Error::runner(format!("{what}: {why}"));
+        let proxy = self.action(dest, path).map_err(failed)?;
+        let actions = proxy.get_actions().map_err(failed)?;
         let index = actions
             .iter()
             .position(|a| a.name == action)
-            .ok_or_else(|| fail("the element no longer offers it".into()))?;
-        let index = i32::try_from(index).map_err(|e| fail(e.to_string()))?;
+            .ok_or_else(|| refused("the element no longer offers it"))?;
+        let index = i32::try_from(index).map_err(|e| Error::runner_caused(what.clone(), e))?;
         match proxy.do_action(index) {
             Ok(true) => Ok(()),
-            Ok(false) => Err(fail("the application refused it".into())),
-            Err(e) => Err(fail(e.to_string())),
+            Ok(false) => Err(refused("the application refused it")),
+            Err(e) => Err(failed(e)),
         }
     }
 }

@@ -39,7 +39,7 @@ impl StopFlag {
             }
             flag.request_stop();
         })
-        .map_err(|e| Error::Runner(format!("cannot install the Ctrl-C handler: {e}")))
+        .map_err(|e| Error::runner_caused("cannot install the Ctrl-C handler", e))
     }
 }
 
