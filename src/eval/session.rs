@@ -46,6 +46,8 @@ pub const OUTPUT_KEEP_BYTES: usize = 2_000;
 pub struct GroupChild {
     child: Child,
     label: String,
+    /// Set once the group was killed and the leader reaped: the group id may be reused after.
+    killed: bool,
 }
 
 impl GroupChild {
@@ -58,6 +60,7 @@ impl GroupChild {
         Ok(Self {
             child,
             label: label.to_string(),
+            killed: false,
         })
     }
 
@@ -105,6 +108,9 @@ impl GroupChild {
 
     /// Kills the group: SIGTERM, a short grace for the leader, SIGKILL, reap.
     pub fn kill_group(&mut self) {
+        if self.killed {
+            return;
+        }
         if let Ok(None) = self.child.try_wait() {
             self.signal_group(libc::SIGTERM);
             let deadline = Instant::now() + TERM_GRACE;
@@ -118,6 +124,7 @@ impl GroupChild {
         // Members other than the leader may outlive it: the group is killed either way.
         self.signal_group(libc::SIGKILL);
         let _ = self.child.wait();
+        self.killed = true;
     }
 }
 
@@ -130,7 +137,7 @@ impl Drop for GroupChild {
 /// A private X server on a display it picked itself (`-displayfd`), killed on drop.
 #[derive(Debug)]
 pub struct Xvfb {
-    // Declared before nothing else: dropping it kills the server.
+    // Killed by `Drop for Xvfb`, which then tidies what a SIGKILLed server leaves.
     server: GroupChild,
     display: String,
 }
@@ -169,6 +176,23 @@ impl Xvfb {
     /// Whether the server is still running.
     pub fn is_running(&mut self) -> bool {
         matches!(self.server.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Xvfb {
+    /// A server that had to be SIGKILLed (slow to exit under load) leaves its lock file and
+    /// socket in /tmp; once it is reaped they are removed, but only while the lock still names
+    /// that server's pid (another server may have taken the number since).
+    fn drop(&mut self) {
+        let pid = self.server.child.id();
+        self.server.kill_group();
+        let n = self.display.trim_start_matches(':');
+        let lock = format!("/tmp/.X{n}-lock");
+        let ours = std::fs::read_to_string(&lock).is_ok_and(|s| s.trim() == pid.to_string());
+        if ours {
+            let _ = std::fs::remove_file(format!("/tmp/.X11-unix/X{n}"));
+            let _ = std::fs::remove_file(lock);
+        }
     }
 }
 

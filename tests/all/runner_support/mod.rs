@@ -143,9 +143,24 @@ impl Xvfb {
 }
 
 impl Drop for Xvfb {
+    /// SIGTERM first: a server killed outright leaves `/tmp/.X<n>-lock` and its socket behind,
+    /// and enough of those (tests killed under load, runs repeated) exhaust the display range
+    /// `start` searches. If it does not go in time it is killed and its files are removed here.
     fn drop(&mut self) {
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let n = self.display.trim_start_matches(':');
+        let _ = std::fs::remove_file(format!("/tmp/.X{n}-lock"));
+        let _ = std::fs::remove_file(format!("/tmp/.X11-unix/X{n}"));
     }
 }
 
