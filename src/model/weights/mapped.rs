@@ -587,30 +587,4 @@ mod tests {
         }
         Ok(())
     }
-
-    #[test]
-    #[ignore]
-    fn scratch_amx_vs_vnni_prefill() -> anyhow::Result<()> {
-        let (n, k, m) = (6144, 2048, 512);
-        let w = Tensor::randn(0f32, 0.5, (n, k), &Device::Cpu)?;
-        let q = QMatMul::from_qtensor(QTensor::quantize(&w, GgmlDType::Q4K)?)?;
-        let x = Tensor::randn(0f32, 1.0, (m, k), &Device::Cpu)?;
-        let _ = q.forward(&x)?;
-        let _ = q.forward(&x.narrow(0, 0, 1)?)?;
-        for _ in 0..3 {
-            let t = std::time::Instant::now();
-            let _ = q.forward(&x)?;
-            let amx = t.elapsed();
-            let t = std::time::Instant::now();
-            for c in 0..(m / 16) {
-                let _ = q.forward(&x.narrow(0, c * 16, 16)?)?;
-            }
-            let vnni = t.elapsed();
-            let t = std::time::Instant::now();
-            let _ = q.forward(&x.narrow(0, 0, 1)?)?;
-            let gemv = t.elapsed();
-            eprintln!("m={m}: whole {amx:?}, 16-row chunks {vnni:?}; gemv {gemv:?}");
-        }
-        Ok(())
-    }
 }
