@@ -12,7 +12,9 @@
 //! | `vision` | image size, visual tokens, preprocess and encode medians |
 //! | `prefill` / `decode` | tokens, medians, tokens/s, every sample |
 //! | `grammar` | constrained decode: per-token grammar time, ratio to a decode step, forced share (or `grammar_error`) |
-//! | `turn` | whole `decide_next` turns: first and median totals, the median turn's stages |
+//! | `turn` | whole `decide_next` turns: first and median totals, the median turn's stages, their context length, KV cache and memory |
+//! | `memory_stages` | per stage (load, vision, prefill, decode, grammar, turns): RSS at its end (anonymous and file-backed) and its peak |
+//! | `turn_memory_check` | peak RSS of the whole turns against file size + the turns' KV cache + 25% (issue 3's bound); `null` with `--no-turn` |
 //! | `peak_rss_bytes` | peak RSS of the whole run after generation |
 //! | `llama_cpp` | `null`, or llama.cpp's figures, ratios and features |
 //!
@@ -25,7 +27,8 @@ use serde::Serialize;
 
 use crate::bench::llama_cpp::{LlamaBenchOutput, MtmdTimings};
 use crate::bench::stages::{
-    DecodeResult, GrammarResult, LoadResult, PrefillResult, TurnResult, VisionResult, MEMORY_SLACK,
+    DecodeResult, GrammarResult, LoadResult, PrefillResult, StageMemory, TurnResult, VisionResult,
+    MEMORY_SLACK,
 };
 use crate::model::qwen3_vl::cpu;
 
@@ -185,6 +188,44 @@ impl MemoryCheck {
     }
 }
 
+/// The peak RSS of whole `decide_next` turns against issue 3's bound, with the KV cache
+/// at the longest context a turn reached.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TurnMemoryCheck {
+    /// Model files.
+    pub file_bytes: u64,
+    /// The longest context of a turn.
+    pub context_tokens: usize,
+    /// KV cache at `context_tokens`.
+    pub kv_cache_bytes: u64,
+    /// `(file + kv) * 1.25`.
+    pub bound_bytes: u64,
+    /// Peak RSS during the turns.
+    pub peak_rss_bytes: u64,
+    /// Whether the peak counter was reset before the turns (else the peak includes
+    /// everything before them).
+    pub peak_reset: bool,
+    /// `peak <= bound`.
+    pub within_bound: bool,
+}
+
+impl TurnMemoryCheck {
+    /// The check of `turn`'s memory for a model of `file_bytes`.
+    pub fn new(file_bytes: u64, turn: &TurnResult) -> Self {
+        let bound = ((file_bytes + turn.kv_cache_bytes) as f64 * (1.0 + MEMORY_SLACK)) as u64;
+        let peak = turn.memory.end.peak_rss_bytes;
+        TurnMemoryCheck {
+            file_bytes,
+            context_tokens: turn.context_tokens,
+            kv_cache_bytes: turn.kv_cache_bytes,
+            bound_bytes: bound,
+            peak_rss_bytes: peak,
+            peak_reset: turn.memory.peak_reset,
+            within_bound: peak <= bound,
+        }
+    }
+}
+
 /// llama.cpp's figures on the same files, and ours over theirs.
 #[derive(Debug, Clone, Serialize, PartialEq, Default)]
 pub struct LlamaCppReport {
@@ -241,6 +282,10 @@ pub struct BenchReport {
     pub turn: Option<TurnResult>,
     /// Why the turns failed, if they did.
     pub turn_error: Option<String>,
+    /// Memory at the end of each stage and its peak.
+    pub memory_stages: Vec<StageMemory>,
+    /// Peak RSS of the whole turns against the bound (`None` without turns).
+    pub turn_memory_check: Option<TurnMemoryCheck>,
     /// Peak RSS over the whole run (after generation).
     pub peak_rss_bytes: u64,
     /// llama.cpp comparison, when asked for.
@@ -497,6 +542,42 @@ impl BenchReport {
                 "OVER"
             }
         );
+        if !self.memory_stages.is_empty() {
+            let _ = writeln!(
+                s,
+                "memory by stage (RSS at its end = anonymous + file-backed; peak during it):"
+            );
+            for m in &self.memory_stages {
+                let _ = writeln!(
+                    s,
+                    "  {:<8} {:>9} = {:>9} + {:>9}   peak {:>9}{}",
+                    m.stage,
+                    mib(m.end.rss_bytes),
+                    mib(m.end.rss_anon_bytes),
+                    mib(m.end.rss_file_bytes),
+                    mib(m.end.peak_rss_bytes),
+                    if m.peak_reset { "" } else { " (since start)" }
+                );
+            }
+        }
+        if let Some(t) = &self.turn_memory_check {
+            let _ = writeln!(
+                s,
+                "peak RSS of a whole decide_next turn: {} vs files {} + KV cache {} ({} tokens) + {:.0}% = {}: {}{}",
+                mib(t.peak_rss_bytes),
+                mib(t.file_bytes),
+                mib(t.kv_cache_bytes),
+                t.context_tokens,
+                MEMORY_SLACK * 100.0,
+                mib(t.bound_bytes),
+                if t.within_bound { "within" } else { "OVER" },
+                if t.peak_reset {
+                    ""
+                } else {
+                    " (the peak counter could not be reset: it includes the stages before)"
+                }
+            );
+        }
         if let Some(c) = lc {
             if let Some(why) = &c.skipped {
                 let _ = writeln!(s, "llama.cpp: not compared: {why}");

@@ -55,6 +55,25 @@ pub struct MemorySample {
     pub rss_bytes: u64,
     /// `VmHWM` (peak resident set since start or the last reset), bytes.
     pub peak_rss_bytes: u64,
+    /// `RssAnon`: the resident set that is not a file's pages (heap: tensors, candle's
+    /// repacked matrices, the KV cache), bytes; 0 where the kernel does not report it.
+    pub rss_anon_bytes: u64,
+    /// `RssFile`: resident pages of mapped files (the binary, matrices read in place
+    /// from a mapped GGUF), bytes; 0 where the kernel does not report it.
+    pub rss_file_bytes: u64,
+}
+
+/// Memory at the end of one stage of the bench, and the peak during it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct StageMemory {
+    /// The stage: `load` (the model, then its tokenizer), `vision`, `prefill`, `decode`,
+    /// `grammar` or `turns`.
+    pub stage: String,
+    /// At the end of the stage.
+    pub end: MemorySample,
+    /// Whether the peak counter was reset when the stage began (else `end.peak_rss_bytes`
+    /// is the peak since the process started).
+    pub peak_reset: bool,
 }
 
 /// Read [`MemorySample`]; `None` where `/proc/self/status` does not exist.
@@ -73,7 +92,34 @@ pub fn memory_sample() -> Option<MemorySample> {
     Some(MemorySample {
         rss_bytes: field("VmRSS:")?,
         peak_rss_bytes: field("VmHWM:")?,
+        rss_anon_bytes: field("RssAnon:").unwrap_or(0),
+        rss_file_bytes: field("RssFile:").unwrap_or(0),
     })
+}
+
+/// A stage's memory recorder: [`StageMeter::start`] resets the peak counter,
+/// [`StageMeter::finish`] samples the end and the peak since.
+#[derive(Debug, Clone, Copy)]
+pub struct StageMeter {
+    peak_reset: bool,
+}
+
+impl StageMeter {
+    /// Reset the peak counter; the stage begins.
+    pub fn start() -> Self {
+        StageMeter {
+            peak_reset: reset_peak_rss(),
+        }
+    }
+
+    /// The stage `stage` ended: its memory.
+    pub fn finish(self, stage: &str) -> StageMemory {
+        StageMemory {
+            stage: stage.to_string(),
+            end: memory_sample().unwrap_or_default(),
+            peak_reset: self.peak_reset,
+        }
+    }
 }
 
 /// Reset the kernel's peak-RSS counter (`echo 5 > /proc/self/clear_refs`), so a peak
@@ -231,6 +277,14 @@ pub struct TurnResult {
     pub total_ms: f64,
     /// The breakdown of the median turn.
     pub median_turn: TurnBreakdown,
+    /// The longest context a turn ended with (reused + fed + generated tokens).
+    pub context_tokens: usize,
+    /// KV-cache bytes at `context_tokens`.
+    pub kv_cache_bytes: u64,
+    /// Memory over the turns: the peak counter is reset before the first turn, so
+    /// `memory.end.peak_rss_bytes` is the peak of the turns themselves (every stage of
+    /// `decide_next`: preprocessing, vision encode, prefill, constrained decode).
+    pub memory: StageMemory,
 }
 
 /// One turn's stages, from [`TurnStats`].
@@ -340,6 +394,7 @@ pub struct StageBench {
     options: StageOptions,
     prompt: Vec<u32>,
     decode_step_ms: Option<f64>,
+    memory: Vec<StageMemory>,
 }
 
 impl std::fmt::Debug for StageBench {
@@ -358,7 +413,8 @@ impl StageBench {
                 "repeat, prompt tokens and generated tokens must be at least 1",
             ));
         }
-        let peak_reset = reset_peak_rss();
+        let meter = StageMeter::start();
+        let peak_reset = meter.peak_reset;
         let t = Instant::now();
         let model = Qwen3Vl::load(&LoadOptions {
             quantize: options.quantize,
@@ -388,6 +444,7 @@ impl StageBench {
                 options: options.clone(),
                 prompt,
                 decode_step_ms: None,
+                memory: vec![meter.finish("load")],
             },
             LoadResult {
                 load_ms,
@@ -401,6 +458,11 @@ impl StageBench {
     /// The loaded model.
     pub fn model(&self) -> &Qwen3Vl {
         &self.model
+    }
+
+    /// The memory of every stage run so far, in order.
+    pub fn memory(&self) -> &[StageMemory] {
+        &self.memory
     }
 
     /// KV-cache bytes at the longest context the stages use (prompt + generated tokens).
@@ -425,6 +487,7 @@ impl StageBench {
         let mut enc = Vec::new();
         let mut tokens = 0;
         let mut patches = 0;
+        let meter = StageMeter::start();
         for _ in 0..self.options.repeat {
             let t = Instant::now();
             let pixels = preprocess_bytes(png, &cfg)?;
@@ -435,6 +498,7 @@ impl StageBench {
             tokens = encoded.n_tokens();
             patches = pixels.grid_thw.iter().product();
         }
+        self.memory.push(meter.finish("vision"));
         Ok(VisionResult {
             image_width: w,
             image_height: h,
@@ -451,6 +515,7 @@ impl StageBench {
     pub fn prefill(&mut self) -> Result<PrefillResult> {
         let mut samples = Vec::new();
         let mut times = Vec::new();
+        let meter = StageMeter::start();
         for _ in 0..self.options.repeat {
             self.model.truncate(0)?;
             let t = Instant::now();
@@ -460,6 +525,7 @@ impl StageBench {
             times.push(secs * 1e3);
             samples.push(self.prompt.len() as f64 / secs);
         }
+        self.memory.push(meter.finish("prefill"));
         Ok(PrefillResult {
             tokens: self.prompt.len(),
             ms: median(&times),
@@ -487,6 +553,7 @@ impl StageBench {
     pub fn decode(&mut self) -> Result<DecodeResult> {
         let mut samples = Vec::new();
         let mut steps = Vec::new();
+        let meter = StageMeter::start();
         for _ in 0..self.options.repeat {
             let mut logits = self.prompt_logits()?;
             let t = Instant::now();
@@ -499,6 +566,7 @@ impl StageBench {
             }
             samples.push(self.options.gen_tokens as f64 / t.elapsed().as_secs_f64());
         }
+        self.memory.push(meter.finish("decode"));
         let step_ms = median(&steps);
         self.decode_step_ms = Some(step_ms);
         Ok(DecodeResult {
@@ -513,6 +581,7 @@ impl StageBench {
     /// A grammar-constrained decode of a move after the prompt, `repeat` times, with the
     /// grammar built from a view of `view_elements` buttons.
     pub fn grammar(&mut self, view_elements: usize) -> Result<GrammarResult> {
+        let meter = StageMeter::start();
         let t = Instant::now();
         let env = TokenEnv::from_tokenizer(&self.tokenizer, self.model.vocab_size())?;
         let token_env_ms = ms(t.elapsed());
@@ -538,6 +607,7 @@ impl StageBench {
             last = Some(out);
         }
         let out = last.ok_or_else(|| Error::Internal("repeat is 0".into()))?;
+        self.memory.push(meter.finish("grammar"));
         let s = &out.decoded.stats;
         masks.sort_by(|a, b| a.total_cmp(b));
         let p99 = masks
@@ -573,24 +643,32 @@ impl StageBench {
         let mut options = PlannerOptions::new(self.source.clone());
         options.max_visual_tokens = Some(self.options.max_visual_tokens);
         let repeat = self.options.repeat;
+        let kv_per_position = kv_cache_bytes(&self.model, 1);
         let mut model = self.model;
         model.truncate(0)?;
         let planner =
             LocalPlanner::from_parts(Box::new(model), self.tokenizer, preprocess, &options)?;
         let view = bench_view(20);
-        let memory = serde_json::Value::Null;
+        let shared_memory = serde_json::Value::Null;
         let mut stats = Vec::new();
+        let meter = StageMeter::start();
         for i in 0..repeat {
             let png = screenshot(i)?;
             let (_mv, s) = planner.plan(&Turn {
                 goal: &view.goal,
                 history: &[],
-                shared_memory: &memory,
+                shared_memory: &shared_memory,
                 view: &view,
                 screenshot: Some(&png),
             })?;
             stats.push(s);
         }
+        let memory = meter.finish("turns");
+        let context_tokens = stats
+            .iter()
+            .map(|s| s.prefill_reused + s.prefill_new + s.generated)
+            .max()
+            .unwrap_or(0);
         let totals: Vec<f64> = stats.iter().map(|s| ms(s.total)).collect();
         let mut order: Vec<usize> = (0..stats.len()).collect();
         order.sort_by(|&a, &b| totals[a].total_cmp(&totals[b]));
@@ -600,6 +678,9 @@ impl StageBench {
             first_total_ms: totals[0],
             total_ms: median(&totals),
             median_turn: TurnBreakdown::from(&stats[mid]),
+            context_tokens,
+            kv_cache_bytes: kv_per_position * context_tokens as u64,
+            memory,
         })
     }
 }

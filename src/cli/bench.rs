@@ -11,10 +11,11 @@ use sightline::bench::llama_cpp::{
 };
 use sightline::bench::report::{
     BenchReport, LlamaCppReport, MachineReport, MemoryCheck, ModelReport, SettingsReport,
+    TurnMemoryCheck,
 };
 use sightline::bench::stages::{
     memory_sample, synthetic_screenshot, DecodeResult, GrammarResult, PrefillResult, StageBench,
-    StageOptions, TurnResult, VisionResult,
+    StageMemory, StageOptions, TurnResult, VisionResult,
 };
 use sightline::bench::{
     default_cache_root, ensure_model, BenchFormat, GenerateOptions, ModelShape,
@@ -186,7 +187,12 @@ fn run(args: &BenchArgs) -> Result<()> {
         _ => None,
     };
     let (prefill, decode) = prefill_and_decode(args, &mut stages, llama_bench, &lrun)?;
-    let (grammar, grammar_error, turn, turn_error) = grammar_and_turns(args, stages, &png);
+    let mut memory_stages = stages.memory().to_vec();
+    let (grammar, grammar_error, turn, turn_error) =
+        grammar_and_turns(args, stages, &png, &mut memory_stages);
+    let turn_memory_check = turn
+        .as_ref()
+        .map(|t| TurnMemoryCheck::new(model_report.file_bytes, t));
 
     let report = BenchReport {
         sightline_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -207,6 +213,8 @@ fn run(args: &BenchArgs) -> Result<()> {
         grammar_error,
         turn,
         turn_error,
+        memory_stages,
+        turn_memory_check,
         peak_rss_bytes: memory_sample().map(|m| m.peak_rss_bytes).unwrap_or(0),
         llama_cpp: llama,
     };
@@ -412,12 +420,19 @@ type LastStages = (
 
 /// The constrained decode and the whole turns; a failure of either is reported in the
 /// result rather than ending the benchmark.
-fn grammar_and_turns(args: &BenchArgs, mut stages: StageBench, png: &[u8]) -> LastStages {
+/// `memory` gets the constrained decode's and the turns' memory.
+fn grammar_and_turns(
+    args: &BenchArgs,
+    mut stages: StageBench,
+    png: &[u8],
+    memory: &mut Vec<StageMemory>,
+) -> LastStages {
     note("constrained decode");
     let (grammar, grammar_error) = match stages.grammar(20) {
         Ok(g) => (Some(g), None),
         Err(e) => (None, Some(e.to_string())),
     };
+    memory.extend(stages.memory().iter().skip(memory.len()).cloned());
     if args.no_turn {
         return (grammar, grammar_error, None, None);
     }
@@ -433,5 +448,8 @@ fn grammar_and_turns(args: &BenchArgs, mut stages: StageBench, png: &[u8]) -> La
         Ok(t) => (Some(t), None),
         Err(e) => (None, Some(e.to_string())),
     };
+    if let Some(t) = &turn {
+        memory.push(t.memory.clone());
+    }
     (grammar, grammar_error, turn, turn_error)
 }

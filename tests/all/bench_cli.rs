@@ -71,6 +71,14 @@ const DOCUMENTED: &[&str] = &[
     "/turn/median_turn/prefill_ms",
     "/turn/median_turn/decode_ms",
     "/turn/median_turn/grammar_ms",
+    "/turn/context_tokens",
+    "/turn/kv_cache_bytes",
+    "/turn/memory/end/peak_rss_bytes",
+    "/memory_stages",
+    "/turn_memory_check/peak_rss_bytes",
+    "/turn_memory_check/bound_bytes",
+    "/turn_memory_check/kv_cache_bytes",
+    "/turn_memory_check/within_bound",
     "/peak_rss_bytes",
     "/llama_cpp",
 ];
@@ -97,6 +105,29 @@ fn bench_json_on_the_tiny_shape_has_every_documented_field() -> Result<()> {
         json["grammar_error"].is_null() && json["turn_error"].is_null(),
         "{json:#}"
     );
+    // Memory: one sample per stage, in order, and the turns' bound from the turns' own
+    // context (image, prompt and generated tokens), not the prefill stage's.
+    let stages: Vec<&str> = json["memory_stages"]
+        .as_array()
+        .context("memory_stages")?
+        .iter()
+        .filter_map(|m| m["stage"].as_str())
+        .collect();
+    ensure!(
+        stages == ["load", "vision", "prefill", "decode", "grammar", "turns"],
+        "{stages:?}"
+    );
+    let check = &json["turn_memory_check"];
+    let u = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    let context = u(&check["context_tokens"]);
+    ensure!(context > 16 + 4, "a turn's context of {context} tokens");
+    ensure!(u(&check["kv_cache_bytes"]) == u(&json["turn"]["kv_cache_bytes"]) && context > 0);
+    let expected = (u(&check["file_bytes"]) + u(&check["kv_cache_bytes"])) as f64 * 1.25;
+    ensure!(
+        (u(&check["bound_bytes"]) as f64 - expected).abs() <= 1.0,
+        "{check:#}"
+    );
+    ensure!(u(&check["peak_rss_bytes"]) > 0);
 
     // Second run: the model comes from the cache; the table names every stage.
     let out = bench(cache.path(), &["--format", "q8_0", "--no-turn"])?;
@@ -113,6 +144,7 @@ fn bench_json_on_the_tiny_shape_has_every_documented_field() -> Result<()> {
         "decode 4 tok",
         "grammar / decode step",
         "memory:",
+        "memory by stage",
     ] {
         ensure!(table.contains(row), "no {row:?} row in:\n{table}");
     }

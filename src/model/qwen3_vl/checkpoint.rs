@@ -16,8 +16,8 @@ use super::config::{GgufTensorFacts, Qwen3VlConfig};
 use super::names::{gguf_name, legacy_names, patch_embed_slice};
 use crate::error::{Error, Result};
 use crate::model::weights::{
-    open_shards, GgufFile, GgufPart, Linear, LoadOptions, ModelSource, SafetensorsFiles, Stored,
-    TensorConverter,
+    open_shards, GgufFile, GgufPart, Linear, LoadOptions, MappedPages, ModelSource,
+    SafetensorsFiles, Stored, TensorConverter,
 };
 
 enum Backend {
@@ -262,11 +262,25 @@ impl WeightSource {
     /// quantized, float storage is quantized when [`LoadOptions::quantize`] asks and
     /// `cols` is a multiple of the block size, and otherwise kept in the activation dtype.
     pub fn matrix(&self, name: &str, shape: (usize, usize)) -> Result<QMatMul> {
+        Ok(self.matrix_with_pages(name, shape)?.0)
+    }
+
+    /// [`WeightSource::matrix`], with the file pages the matrix is read from in place (a
+    /// quantized GGUF matrix on the CPU): give them to its [`Linear`], which drops them
+    /// once candle has repacked the matrix.
+    pub fn matrix_with_pages(
+        &self,
+        name: &str,
+        shape: (usize, usize),
+    ) -> Result<(QMatMul, Option<MappedPages>)> {
         let expected = [shape.0, shape.1];
         if let Some((file, gname)) = self.q6k_to_requantize(name) {
             self.check_shape(name, file.shape(&gname).unwrap_or_default(), &expected)?;
+            if let Some((q, pages)) = file.q6k_as_q8_0_in_place(&gname, shape.0, shape.1) {
+                return Ok((QMatMul::QTensor(Arc::new(q)), Some(pages)));
+            }
             let q = file.read_q6k_as_q8_0(&gname, shape.0, shape.1)?;
-            return Ok(QMatMul::QTensor(Arc::new(q)));
+            return Ok((QMatMul::QTensor(Arc::new(q)), None));
         }
         let stored = self.load_stored(name)?;
         let found = match &stored {
@@ -274,7 +288,29 @@ impl WeightSource {
             Stored::Quant(q) => q.shape().dims().to_vec(),
         };
         self.check_shape(name, &found, &expected)?;
-        self.conv.matrix(name, stored)
+        let pages = match &self.backend {
+            Backend::Gguf { text, mmproj } if self.conv.device.is_cpu() => {
+                self.gguf_name(name).and_then(|(part, gname)| match part {
+                    GgufPart::Text => text.pages(&gname),
+                    GgufPart::Mmproj => mmproj.pages(&gname),
+                })
+            }
+            _ => None,
+        };
+        // A half-precision GGUF matrix read in place stays there (the CPU keeps half
+        // precision as stored anyway; `Linear` widens it per matmul and drops its pages).
+        let keep_in_place = pages.is_some() && self.conv.quantize.is_none();
+        let stored = match stored {
+            Stored::Quant(q)
+                if keep_in_place && matches!(q.dtype(), GgmlDType::F16 | GgmlDType::BF16) =>
+            {
+                return Ok((QMatMul::QTensor(Arc::new(q)), pages));
+            }
+            other => other,
+        };
+        let weight = self.conv.matrix(name, stored)?;
+        let pages = pages.filter(|_| matches!(weight, QMatMul::QTensor(_)));
+        Ok((weight, pages))
     }
 
     /// The GGUF file and name of `name` when it is a Q6_K matrix this source requantizes.
@@ -300,13 +336,24 @@ impl WeightSource {
 
     /// A linear layer `name.weight` of `(out_dim, in_dim)`, with `name.bias` when `bias`.
     pub fn linear(&self, name: &str, out_dim: usize, in_dim: usize, bias: bool) -> Result<Linear> {
-        let weight = self.matrix(&format!("{name}.weight"), (out_dim, in_dim))?;
+        let (weight, pages) =
+            self.matrix_with_pages(&format!("{name}.weight"), (out_dim, in_dim))?;
         let bias = if bias {
             Some(self.float(&format!("{name}.bias"), &[out_dim])?)
         } else {
             None
         };
-        Ok(Linear::new(weight, bias, self.conv.dtype))
+        Ok(Linear::new(weight, bias, self.conv.dtype).with_pages(pages))
+    }
+
+    /// Drop this process's pages of the mapped model files. Call once the model is built:
+    /// what was copied out of them is not read again, and a matrix read in place faults
+    /// its pages back in when a kernel reads it.
+    pub fn release_pages(&self) {
+        if let Backend::Gguf { text, mmproj } = &self.backend {
+            text.release_pages();
+            mmproj.release_pages();
+        }
     }
 }
 

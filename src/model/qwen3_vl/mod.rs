@@ -215,6 +215,7 @@ impl Qwen3Vl {
         let started = std::time::Instant::now();
         let ws = WeightSource::open(opts)?;
         let model = Self::from_weights(&ws)?;
+        ws.release_pages();
         tracing::info!(
             source = %ws.describe(),
             quantize = ?opts.quantize,

@@ -227,14 +227,15 @@ pub(crate) struct TextModel {
 
 impl TextModel {
     pub(crate) fn new(cfg: &TextConfig, ws: &WeightSource) -> Result<Self> {
-        let embed = ws.matrix(
+        let (embed, pages) = ws.matrix_with_pages(
             &format!("{PREFIX}.embed_tokens.weight"),
             (cfg.vocab_size, cfg.hidden_size),
         )?;
         let embed_tokens = Linear::new(embed.clone(), None, ws.dtype());
         // Some exports of tied models still carry an lm_head copy; the config decides.
+        // Only the head's matmuls repack the matrix, so the head holds its pages.
         let lm_head = if cfg.tie_word_embeddings {
-            Linear::new(embed, None, ws.dtype())
+            Linear::new(embed, None, ws.dtype()).with_pages(pages)
         } else {
             ws.linear("lm_head", cfg.vocab_size, cfg.hidden_size, false)?
         };

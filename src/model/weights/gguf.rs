@@ -12,6 +12,7 @@ use candle_core::quantized::k_quants::{BlockQ8_0, GgmlType};
 use candle_core::quantized::{ggml_file, gguf_file, GgmlDType, QStorage, QTensor};
 use candle_core::Device;
 
+use super::mapped::{MappedFile, MappedPages};
 use crate::error::{BoxError, Error, Result};
 
 /// Which file of a llama.cpp GGUF pair holds a tensor.
@@ -119,10 +120,14 @@ impl GgufMeta<'_> {
 }
 
 /// One open GGUF file: its metadata and tensor index, read once; tensors are read on demand.
+/// On the CPU quantized tensors are read in place from a memory map of the file (see
+/// `mapped.rs`); where the file cannot be mapped they are copied as before.
 pub(crate) struct GgufFile {
     /// The file, for error messages.
     pub(crate) path: PathBuf,
     file: std::fs::File,
+    /// The whole file, mapped read-only, when mapping works.
+    map: Option<MappedFile>,
     /// Metadata and tensor infos.
     pub(crate) content: gguf_file::Content,
 }
@@ -133,11 +138,65 @@ impl GgufFile {
         let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
         let content = gguf_file::Content::read(&mut file)
             .map_err(|e| Error::model_file_caused(path, "not a readable GGUF file", e))?;
+        let map = MappedFile::new(&file).ok();
         Ok(GgufFile {
             path: path.to_path_buf(),
             file,
+            map,
             content,
         })
+    }
+
+    /// Where tensor `name`'s bytes start in the file, if it fits in a `usize`.
+    fn data_offset(&self, name: &str) -> Option<usize> {
+        let info = self.content.tensor_infos.get(name)?;
+        usize::try_from(self.content.tensor_data_offset.checked_add(info.offset)?).ok()
+    }
+
+    /// Tensor `name` read in place from the mapped file, with its pages.
+    fn read_mapped(&self, name: &str) -> Option<(QTensor, MappedPages)> {
+        let info = self.content.tensor_infos.get(name)?;
+        self.map
+            .as_ref()?
+            .qtensor(self.data_offset(name)?, info.ggml_dtype, &info.shape)
+    }
+
+    /// The pages of tensor `name` when [`GgufFile::read`] reads it in place on the CPU.
+    pub(crate) fn pages(&self, name: &str) -> Option<MappedPages> {
+        self.read_mapped(name).map(|(_, pages)| pages)
+    }
+
+    /// [`GgufFile::read_q6k_as_q8_0`] without the Q8_0 copy: blocks made from the mapped
+    /// Q6_K bytes when first read, dropped with its pages (see `requant.rs`). `None` where
+    /// the file is not mapped or `name` is not a `rows × cols` Q6_K matrix.
+    pub(crate) fn q6k_as_q8_0_in_place(
+        &self,
+        name: &str,
+        rows: usize,
+        cols: usize,
+    ) -> Option<(QTensor, MappedPages)> {
+        let info = self.content.tensor_infos.get(name)?;
+        if info.ggml_dtype != GgmlDType::Q6K || info.shape.dims() != [rows, cols] {
+            return None;
+        }
+        self.map
+            .as_ref()?
+            .q6k_as_q8_0(self.data_offset(name)?, rows, cols)
+    }
+
+    /// The mapped file, when mapping worked.
+    #[cfg(test)]
+    pub(crate) fn mapped(&self) -> Option<&MappedFile> {
+        self.map.as_ref()
+    }
+
+    /// Drop this process's pages of the mapped file: after loading, every tensor that was
+    /// copied (norms, float matrices, converted ones) is no longer read from it, and the
+    /// matrices read in place fault their pages back in when a kernel reads them.
+    pub(crate) fn release_pages(&self) {
+        if let Some(map) = &self.map {
+            map.release_all();
+        }
     }
 
     pub(crate) fn meta(&self) -> GgufMeta<'_> {
@@ -157,6 +216,11 @@ impl GgufFile {
                 &self.path,
                 format!("tensor {name} is missing"),
             ));
+        }
+        if device.is_cpu() {
+            if let Some((tensor, _)) = self.read_mapped(name) {
+                return Ok(tensor);
+            }
         }
         // `&File` is Read + Seek, so reads need no lock and no mutable borrow.
         let mut reader = &self.file;

@@ -1,9 +1,10 @@
 //! [`Linear`]: a matrix (quantized or float) and an optional bias, applied through candle's
 //! [`QMatMul`].
 
-use candle_core::quantized::{QMatMul, QTensor};
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Module, Tensor};
 
+use super::MappedPages;
 use crate::error::Result;
 
 /// A linear layer through [`QMatMul`]: `xs @ weightᵀ + bias`.
@@ -12,6 +13,8 @@ pub struct Linear {
     weight: QMatMul,
     bias: Option<Tensor>,
     dtype: DType,
+    /// The file pages of a matrix read in place, dropped after each new kind of matmul.
+    pages: Option<MappedPages>,
 }
 
 impl Linear {
@@ -21,6 +24,20 @@ impl Linear {
             weight,
             bias,
             dtype,
+            pages: None,
+        }
+    }
+
+    /// The same layer, whose matrix is read in place from `pages` of a mapped file: they
+    /// are dropped once candle has repacked the matrix for a kind of matmul.
+    pub fn with_pages(mut self, pages: Option<MappedPages>) -> Self {
+        self.pages = pages;
+        self
+    }
+
+    fn after_matmul(&self, rows: usize) {
+        if let Some(pages) = &self.pages {
+            pages.after_matmul(rows);
         }
     }
 
@@ -32,10 +49,25 @@ impl Linear {
     /// Apply to `xs` of shape `(.., in_dim)`; the result is in the activation dtype.
     pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         let ys = match &self.weight {
+            // A float matrix read in place from a mapped file (the vision tower's f16
+            // weights): widened for this call as below, its pages dropped after it, so
+            // the tower's weights are resident only while an image is encoded.
+            QMatMul::QTensor(q) if is_float(q.dtype()) => {
+                let w = q.dequantize(xs.device())?.to_dtype(xs.dtype())?;
+                let ys = QMatMul::Tensor(w).forward(xs)?;
+                if let Some(pages) = &self.pages {
+                    pages.release();
+                }
+                ys
+            }
             // The quantized kernels take f32 input and need it contiguous.
             QMatMul::QTensor(_) => {
                 let xs = xs.to_dtype(DType::F32)?.contiguous()?;
-                self.weight.forward(&xs)?.to_dtype(self.dtype)?
+                let in_use = self.pages.as_ref().and_then(|p| p.in_use());
+                let ys = self.weight.forward(&xs)?;
+                drop(in_use);
+                self.after_matmul(xs.dims().iter().rev().skip(1).product());
+                ys.to_dtype(self.dtype)?
             }
             // Half-precision weights kept as stored on the CPU: widened for this call.
             QMatMul::Tensor(w) if w.dtype() != xs.dtype() => {
@@ -57,13 +89,20 @@ impl Linear {
         let qtensors: Option<Vec<&QTensor>> = layers
             .iter()
             .map(|l| match &l.weight {
-                QMatMul::QTensor(q) => Some(q.as_ref()),
+                QMatMul::QTensor(q) if !is_float(q.dtype()) => Some(q.as_ref()),
                 _ => None,
             })
             .collect();
         if let (1, Some(qs)) = (rows, qtensors) {
             let lhs = xs.to_dtype(DType::F32)?.contiguous()?;
-            if let Some(outs) = QTensor::gemv_fused_shared_lhs(&qs, &lhs)? {
+            let in_use: Vec<_> = layers
+                .iter()
+                .filter_map(|l| l.pages.as_ref().and_then(|p| p.in_use()))
+                .collect();
+            let fused = QTensor::gemv_fused_shared_lhs(&qs, &lhs)?;
+            drop(in_use);
+            if let Some(outs) = fused {
+                layers.iter().for_each(|l| l.after_matmul(1));
                 return layers
                     .iter()
                     .zip(outs)
@@ -84,4 +123,9 @@ impl Linear {
     pub fn rows(&self, ids: &Tensor, dtype: DType) -> Result<Tensor> {
         Ok(self.weight.embedding(ids)?.to_dtype(dtype)?)
     }
+}
+
+/// Whether a [`QTensor`] of `dtype` holds plain floats (GGUF's F32 / F16 / BF16 storage).
+fn is_float(dtype: GgmlDType) -> bool {
+    matches!(dtype, GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16)
 }

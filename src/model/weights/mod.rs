@@ -14,6 +14,10 @@
 //!   256 for the K-quants) keeps its float weights: the tiny test checkpoints (hidden size
 //!   32) stay float under the K-quants;
 //! - `gguf`: llama.cpp GGUF files, metadata through [`GgufMeta`], tensors on demand;
+//!   on the CPU quantized matrices are read in place from a memory map of the file;
+//! - `mapped`: that in-place storage, and [`MappedPages`], which drops a matrix's file
+//!   pages once candle has repacked it (candle keeps its repacked copy for good, so the
+//!   original need not stay resident beside it);
 //! - [`Linear`]: a loaded matrix and bias, applied through [`QMatMul`].
 //!
 //! Float weights are kept in the activation dtype, except f16 / bf16 matrices on the
@@ -24,6 +28,8 @@
 
 mod gguf;
 mod linear;
+mod mapped;
+mod requant;
 mod safetensors;
 mod source;
 
@@ -38,6 +44,7 @@ use crate::error::{Error, Result};
 pub(crate) use gguf::GgufFile;
 pub use gguf::{GgufMeta, GgufPart};
 pub use linear::Linear;
+pub use mapped::MappedPages;
 pub(crate) use safetensors::{open_shards, SafetensorsFiles};
 pub use source::{default_activation_dtype, LoadOptions, ModelSource, QUANTIZE_AT_LOAD_TYPES};
 
