@@ -26,6 +26,7 @@ mod gguf;
 mod linear;
 mod safetensors;
 mod source;
+mod stored_gemv;
 
 use std::path::Path;
 use std::sync::Arc;
