@@ -1,0 +1,202 @@
+//! The move grammar as a JSON schema (llguidance's dialect), strings bounded by characters.
+
+use cel_contracts::StepKind;
+use serde_json::{json, Map, Value};
+
+use super::action::ActionKind;
+use super::lexemes::{coordinate_regex, step_kind_tag, COORDINATE_MAX, MAX_EXPECT_MS};
+use super::MoveSpec;
+use crate::keys::KEY_NAMES;
+
+impl MoveSpec {
+    /// The grammar as a JSON schema (llguidance dialect: `x-guidance` makes the JSON
+    /// compact). Strings are bounded by `maxLength`.
+    pub fn json_schema(&self) -> Value {
+        let l = &self.limits;
+        let chars = |tokens: usize| tokens * l.chars_per_token;
+        let string =
+            |tokens: usize| json!({"type": "string", "minLength": 1, "maxLength": chars(tokens)});
+        let sentence = string(l.sentence_tokens);
+        let mut variants = Vec::new();
+        if !self.actions.is_empty() {
+            let actions: Vec<Value> = self
+                .actions
+                .iter()
+                .map(|a| self.action_schema(*a))
+                .collect();
+            let step_kind = json!({"enum": [step_kind_tag(StepKind::Deterministic), step_kind_tag(StepKind::LlmAssisted)]});
+            variants.push(object(vec![
+                ("kind", json!({"const": "batch"})),
+                ("purpose", sentence.clone()),
+                (
+                    "steps",
+                    json!({
+                        "type": "array", "minItems": 1, "maxItems": l.max_steps,
+                        "items": object(
+                            vec![("purpose", sentence.clone()), ("kind", step_kind), ("action", json!({"anyOf": actions}))],
+                        ),
+                    }),
+                ),
+            ]));
+        }
+        let data_string = string(l.data_string_tokens);
+        let scalar = json!({"anyOf": [data_string, {"type": "number"}, {"type": "boolean"}, {"type": "null"}]});
+        let data = json!({"anyOf": [
+            {"type": "null"},
+            data_string,
+            {"type": "object", "maxProperties": l.data_entries, "additionalProperties": scalar},
+            {"type": "array", "maxItems": l.data_entries, "items": scalar},
+        ]});
+        variants.push(object(vec![
+            ("kind", json!({"const": "done"})),
+            ("summary", sentence.clone()),
+            ("extracted_data", data),
+        ]));
+        variants.push(object(vec![
+            ("kind", json!({"const": "fail"})),
+            ("reason", sentence.clone()),
+        ]));
+        variants.push(object(vec![
+            ("kind", json!({"const": "clarify"})),
+            ("question", sentence),
+        ]));
+        if l.thought_tokens > 0 {
+            let thought = string(l.thought_tokens);
+            for variant in &mut variants {
+                with_thought_first(variant, &thought);
+            }
+        }
+        json!({
+            "x-guidance": {"whitespace_flexible": false, "item_separator": ",", "key_separator": ":"},
+            "anyOf": variants,
+        })
+    }
+
+    fn target_schema(&self) -> Value {
+        let mut options = Vec::new();
+        if !self.target_ids.is_empty() {
+            options.push(json!({"enum": self.target_ids}));
+        }
+        if self.coordinate_targets {
+            options.push(json!({"type": "string", "pattern": format!("^{}$", coordinate_regex())}));
+        }
+        json!({"anyOf": options})
+    }
+
+    fn action_schema(&self, kind: ActionKind) -> Value {
+        let l = &self.limits;
+        let text = json!({"type": "string", "minLength": 1, "maxLength": l.text_tokens * l.chars_per_token});
+        let key = json!({"enum": KEY_NAMES});
+        let coordinate = json!({"type": "integer", "minimum": 0, "maximum": COORDINATE_MAX});
+        let scroll =
+            json!({"type": "integer", "minimum": -(l.max_scroll as i64), "maximum": l.max_scroll});
+        let tag = ("type", json!({"const": kind.tag()}));
+        let target = Self::target_schema;
+        let has_targets = !self.target_ids.is_empty() || self.coordinate_targets;
+        match kind {
+            ActionKind::Click => object_with_optional(
+                vec![
+                    tag,
+                    ("target_id", target(self)),
+                    ("expect_after", expect_schema()),
+                ],
+                &["expect_after"],
+            ),
+            ActionKind::Type if has_targets => object_with_optional(
+                vec![tag, ("target_id", target(self)), ("text", text)],
+                &["target_id"],
+            ),
+            ActionKind::Type => object(vec![tag, ("text", text)]),
+            ActionKind::Key => object(vec![tag, ("key", key)]),
+            ActionKind::KeyCombo => object(vec![
+                tag,
+                (
+                    "keys",
+                    json!({"type": "array", "minItems": 2, "maxItems": 4, "items": key}),
+                ),
+            ]),
+            ActionKind::SetValue => object_with_optional(
+                vec![
+                    tag,
+                    ("target_id", target(self)),
+                    ("value", text),
+                    ("expect_after", expect_schema()),
+                ],
+                &["expect_after"],
+            ),
+            ActionKind::Scroll => object(vec![tag, ("dx", scroll.clone()), ("dy", scroll)]),
+            ActionKind::Drag => object(vec![
+                tag,
+                ("from_target_id", target(self)),
+                ("to_target_id", target(self)),
+            ]),
+            ActionKind::Wait => object(vec![
+                tag,
+                (
+                    "ms",
+                    json!({"type": "integer", "minimum": 0, "maximum": l.max_wait_ms}),
+                ),
+            ]),
+            ActionKind::Select => object(vec![
+                tag,
+                ("from_x", coordinate.clone()),
+                ("from_y", coordinate.clone()),
+                ("to_x", coordinate.clone()),
+                ("to_y", coordinate),
+            ]),
+            ActionKind::Extract => object(vec![tag, ("goal", text.clone()), ("data", text)]),
+            ActionKind::Navigate => object(vec![tag, ("url", text)]),
+            ActionKind::CdpEval => object(vec![tag, ("expression", text)]),
+        }
+    }
+}
+
+/// The `expect_after` the grammar allows: the screen changes within a timeout.
+fn expect_schema() -> Value {
+    object(vec![
+        ("kind", json!({"const": "dom_changed"})),
+        (
+            "timeout_ms",
+            json!({"type": "integer", "minimum": 0, "maximum": MAX_EXPECT_MS}),
+        ),
+    ])
+}
+
+/// Put a required `thought` property first in a move variant's object schema.
+fn with_thought_first(variant: &mut Value, thought: &Value) {
+    let Some(object) = variant.as_object_mut() else {
+        return;
+    };
+    if let Some(Value::Object(properties)) = object.get_mut("properties") {
+        let mut reordered = Map::new();
+        reordered.insert("thought".to_string(), thought.clone());
+        reordered.extend(std::mem::take(properties));
+        *properties = reordered;
+    }
+    if let Some(Value::Array(required)) = object.get_mut("required") {
+        required.insert(0, json!("thought"));
+    }
+}
+
+/// A closed object schema with all `fields` required, in order.
+fn object(fields: Vec<(&str, Value)>) -> Value {
+    object_with_optional(fields, &[])
+}
+
+fn object_with_optional(fields: Vec<(&str, Value)>, optional: &[&str]) -> Value {
+    let required: Vec<&str> = fields
+        .iter()
+        .map(|(k, _)| *k)
+        .filter(|k| !optional.contains(k))
+        .collect();
+    let mut properties = Map::new();
+    for (k, v) in fields {
+        properties.insert(k.to_string(), v);
+    }
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
+}

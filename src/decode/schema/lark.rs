@@ -1,0 +1,230 @@
+//! The move grammar in llguidance's Lark dialect, strings one unbounded lexeme each (their
+//! token bounds are the decoder's, `budget.rs`).
+
+use cel_contracts::StepKind;
+
+use super::action::ActionKind;
+use super::lexemes::{
+    coordinate_regex, int_regex, json_string, step_kind_tag, COORDINATE_MAX, EXPECT_AFTER_OPEN,
+    MAX_EXPECT_MS, NUMBER, STRING_BODY,
+};
+use super::MoveSpec;
+use crate::keys::KEY_NAMES;
+
+impl MoveSpec {
+    /// The grammar in llguidance's Lark dialect, strings bounded by tokens.
+    pub fn lark(&self) -> String {
+        let l = &self.limits;
+        let mut g = String::new();
+        let mut kinds = Vec::new();
+        if !self.actions.is_empty() {
+            kinds.push("batch");
+        }
+        kinds.extend(["done", "fail", "clarify"]);
+        // With a thought, the move object opens with it and each kind's rule starts
+        // after the `{`: `{"thought":"…","kind":…}`.
+        let open = if l.thought_tokens > 0 {
+            g += &format!(
+                "start: {} sentence \",\" ({})\n",
+                lit(r#"{"thought":"#),
+                kinds.join(" | ")
+            );
+            ""
+        } else {
+            g += &format!("start: {}\n", kinds.join(" | "));
+            "{"
+        };
+        if !self.actions.is_empty() {
+            g += &format!(
+                "batch: {} sentence {} step {} \"]}}\"\n",
+                lit(&format!(r#"{open}"kind":"batch","purpose":"#)),
+                lit(r#","steps":["#),
+                up_to(&format!("{} step", lit(",")), l.max_steps - 1),
+            );
+            g += &format!(
+                "step: {} sentence ({} | {}) {} action \"}}\"\n",
+                lit(r#"{"purpose":"#),
+                lit(&format!(
+                    r#","kind":"{}""#,
+                    step_kind_tag(StepKind::Deterministic)
+                )),
+                lit(&format!(
+                    r#","kind":"{}""#,
+                    step_kind_tag(StepKind::LlmAssisted)
+                )),
+                lit(r#","action":"#),
+            );
+            let names: Vec<String> = self
+                .actions
+                .iter()
+                .map(|a| format!("act_{}", a.tag()))
+                .collect();
+            g += &format!("action: {}\n", names.join(" | "));
+            for a in &self.actions {
+                g += &self.action_lark(*a);
+            }
+            g += &self.targets_lark();
+        }
+        g += &format!(
+            "done: {} sentence {} data \"}}\"\n",
+            lit(&format!(r#"{open}"kind":"done","summary":"#)),
+            lit(r#","extracted_data":"#),
+        );
+        g += &format!(
+            "fail: {} sentence \"}}\"\n",
+            lit(&format!(r#"{open}"kind":"fail","reason":"#))
+        );
+        g += &format!(
+            "clarify: {} sentence \"}}\"\n",
+            lit(&format!(r#"{open}"kind":"clarify","question":"#))
+        );
+
+        // Strings: one unbounded lexeme, so llguidance answers masks inside them from
+        // its precomputed token slices. Their token bounds are enforced by the decoder
+        // (see `string_caps`): llguidance's own `max_tokens` truncates a lexeme
+        // anywhere, even inside a UTF-8 character or an escape.
+        g +=
+            &format!("sentence: STRING\ntext: STRING\ndstr: STRING\nSTRING: /\"{STRING_BODY}\"/\n");
+        let more = l.data_entries.saturating_sub(1);
+        g += &format!(
+            "data: \"null\" | dstr | \"{{\" (entry {})? \"}}\" | \"[\" (scalar {})? \"]\"\n",
+            up_to("\",\" entry", more),
+            up_to("\",\" scalar", more),
+        );
+        g += "entry: dstr \":\" scalar\n";
+        g += &format!(
+            "scalar: dstr | NUMBER | \"true\" | \"false\" | \"null\"\nNUMBER: /{NUMBER}/\n"
+        );
+        g
+    }
+
+    fn action_lark(&self, kind: ActionKind) -> String {
+        let l = &self.limits;
+        let head = |fields: &str| format!(r#"{{"type":"{}",{fields}"#, kind.tag());
+        let rule = format!("act_{}", kind.tag());
+        let has_targets = !self.target_ids.is_empty() || self.coordinate_targets;
+        let body = match kind {
+            ActionKind::Click => format!(
+                "{} target expect_after? \"}}\"",
+                lit(&head(r#""target_id":"#))
+            ),
+            ActionKind::Type if has_targets => format!(
+                "({} | {} target {}) text \"}}\"",
+                lit(&head(r#""text":"#)),
+                lit(&head(r#""target_id":"#)),
+                lit(r#","text":"#),
+            ),
+            ActionKind::Type => format!("{} text \"}}\"", lit(&head(r#""text":"#))),
+            ActionKind::Key => format!("{} key \"}}\"", lit(&head(r#""key":"#))),
+            ActionKind::KeyCombo => format!(
+                "{} key \",\" key (\",\" key){{0,2}} \"]}}\"",
+                lit(&head(r#""keys":["#))
+            ),
+            ActionKind::SetValue => format!(
+                "{} target {} text expect_after? \"}}\"",
+                lit(&head(r#""target_id":"#)),
+                lit(r#","value":"#)
+            ),
+            ActionKind::Scroll => format!(
+                "{} SCROLL {} SCROLL \"}}\"\nSCROLL: /{}/",
+                lit(&head(r#""dx":"#)),
+                lit(r#","dy":"#),
+                int_regex(l.max_scroll, true)
+            ),
+            ActionKind::Drag => format!(
+                "{} target {} target \"}}\"",
+                lit(&head(r#""from_target_id":"#)),
+                lit(r#","to_target_id":"#)
+            ),
+            ActionKind::Wait => format!(
+                "{} WAIT_MS \"}}\"\nWAIT_MS: /{}/",
+                lit(&head(r#""ms":"#)),
+                int_regex(l.max_wait_ms, false)
+            ),
+            ActionKind::Select => format!(
+                "{} COORD {} COORD {} COORD {} COORD \"}}\"\nCOORD: /{}/",
+                lit(&head(r#""from_x":"#)),
+                lit(r#","from_y":"#),
+                lit(r#","to_x":"#),
+                lit(r#","to_y":"#),
+                int_regex(COORDINATE_MAX, false)
+            ),
+            ActionKind::Extract => format!(
+                "{} text {} text \"}}\"",
+                lit(&head(r#""goal":"#)),
+                lit(r#","data":"#)
+            ),
+            ActionKind::Navigate => format!("{} text \"}}\"", lit(&head(r#""url":"#))),
+            ActionKind::CdpEval => format!("{} text \"}}\"", lit(&head(r#""expression":"#))),
+        };
+        format!("{rule}: {body}\n")
+    }
+
+    /// Element ids and key names as one terminal each (a regex alternation of their
+    /// JSON strings) rather than one literal per name: the same language, but one
+    /// lexeme instead of hundreds, which makes compiling the grammar cheaper.
+    fn targets_lark(&self) -> String {
+        let mut g = String::new();
+        let mut alternatives = Vec::new();
+        if !self.target_ids.is_empty() {
+            let ids: Vec<String> = self
+                .target_ids
+                .iter()
+                .map(|id| regex_literal(&json_string(id)))
+                .collect();
+            alternatives.push("ELEMENT_ID");
+            g += &format!("ELEMENT_ID: /{}/\n", ids.join("|"));
+        }
+        if self.coordinate_targets {
+            alternatives.push("XY_TARGET");
+            g += &format!("XY_TARGET: /\"{}\"/\n", coordinate_regex());
+        }
+        if !alternatives.is_empty() {
+            g += &format!("target: {}\n", alternatives.join(" | "));
+        }
+        // `expect_after`: the one expectation a screen-only runtime can check (the
+        // screen changes within the timeout); selector expectations need a page.
+        g += &format!(
+            "expect_after: {} EXPECT_MS \"}}\"\nEXPECT_MS: /{}/\n",
+            lit(EXPECT_AFTER_OPEN),
+            int_regex(MAX_EXPECT_MS, false)
+        );
+        let keys: Vec<String> = KEY_NAMES
+            .iter()
+            .map(|k| regex_literal(&json_string(k)))
+            .collect();
+        g += &format!("key: KEY\nKEY: /{}/\n", keys.join("|"));
+        g
+    }
+}
+
+/// `(item){0,max}` in Lark, or nothing when `max` is 0: llguidance rejects a `{0,0}`
+/// repetition ("End number in range cannot be 0"), which a one-step or one-entry limit made.
+fn up_to(item: &str, max: usize) -> String {
+    if max == 0 {
+        String::new()
+    } else {
+        format!("({item}){{0,{max}}}")
+    }
+}
+
+/// A regex matching exactly `s`: ASCII letters and digits as they are, every other
+/// character as a `\x{…}` escape (ids are user data: quotes, slashes, backslashes,
+/// control characters and any Unicode are all literal here, in Lark's `/…/` too).
+fn regex_literal(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_string()
+            } else {
+                format!("\\x{{{:X}}}", c as u32)
+            }
+        })
+        .collect()
+}
+
+/// `s` as a Lark string literal. Lark literals use JSON string syntax, except that
+/// a raw DEL (which serde_json leaves unescaped) is not allowed in them.
+fn lit(s: &str) -> String {
+    json_string(s).replace('\u{7f}', "\\u007f")
+}

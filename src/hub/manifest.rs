@@ -1,0 +1,227 @@
+//! The models Sightline ships manifests for (`models/*.toml`, embedded in the binary) and the
+//! files each variant needs.
+
+use serde::Deserialize;
+
+use super::{CONFIG_FILE, PREPROCESSOR_FILE, SAFETENSORS_VARIANT, TOKENIZER_FILES};
+use crate::error::{Error, Result};
+
+/// The manifests shipped with Sightline, embedded so the binary needs no data directory.
+const BUILTIN_MANIFESTS: &[(&str, &str)] = &[
+    (
+        "models/qwen3-vl-2b.toml",
+        include_str!("../../models/qwen3-vl-2b.toml"),
+    ),
+    (
+        "models/qwen3-vl-4b.toml",
+        include_str!("../../models/qwen3-vl-4b.toml"),
+    ),
+    (
+        "models/qwen3-vl-8b.toml",
+        include_str!("../../models/qwen3-vl-8b.toml"),
+    ),
+];
+
+/// One supported model, as `models/<id>.toml` describes it.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ModelManifest {
+    /// Short id used on the command line (`qwen3-vl-2b`).
+    pub id: String,
+    /// Human-readable name.
+    pub name: String,
+    /// Whether this is the model used when `--model` is not given.
+    #[serde(default)]
+    pub default: bool,
+    /// The variant used when none is named: a GGUF quant key or `safetensors`.
+    pub default_variant: String,
+    /// Visual tokens per screenshot.
+    pub visual_token_budget: u32,
+    /// The GGUF repository.
+    pub gguf: GgufManifest,
+    /// The safetensors repository.
+    pub safetensors: SafetensorsManifest,
+}
+
+/// The GGUF part of a manifest.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GgufManifest {
+    /// Hub repo id.
+    pub repo: String,
+    /// Key of [`GgufManifest::mmproj`] used by default.
+    pub default_mmproj: String,
+    /// Quant key (lower case, `q4_k_m`) → text GGUF file name.
+    pub quants: std::collections::BTreeMap<String, String>,
+    /// Precision key → mmproj GGUF file name.
+    pub mmproj: std::collections::BTreeMap<String, String>,
+}
+
+/// The safetensors part of a manifest.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SafetensorsManifest {
+    /// Hub repo id; also where GGUF variants take `tokenizer.json` from.
+    pub repo: String,
+}
+
+impl ModelManifest {
+    /// Parses and checks a manifest; `source` names it in errors.
+    pub fn from_toml(text: &str, source: &str) -> Result<Self> {
+        let m: ModelManifest = toml::from_str(text)
+            .map_err(|e| Error::Config(format!("model manifest {source}: {e}")))?;
+        let bad = |what: String| Error::Config(format!("model manifest {source}: {what}"));
+        if m.id.is_empty() || m.id.contains([':', '/', ' ']) {
+            return Err(bad(format!(
+                "id {:?} must be non-empty without ':', '/' or spaces",
+                m.id
+            )));
+        }
+        if m.visual_token_budget == 0 {
+            return Err(bad("visual_token_budget must be positive".into()));
+        }
+        if m.gguf.quants.is_empty() {
+            return Err(bad("[gguf.quants] is empty".into()));
+        }
+        if !m.gguf.mmproj.contains_key(&m.gguf.default_mmproj) {
+            return Err(bad(format!(
+                "default_mmproj {:?} is not a key of [gguf.mmproj]",
+                m.gguf.default_mmproj
+            )));
+        }
+        if m.default_variant != SAFETENSORS_VARIANT
+            && !m.gguf.quants.contains_key(&m.default_variant)
+        {
+            return Err(bad(format!(
+                "default_variant {:?} is neither \"safetensors\" nor a key of [gguf.quants]",
+                m.default_variant
+            )));
+        }
+        Ok(m)
+    }
+
+    /// The variants this manifest offers: its quants, then `safetensors`.
+    pub fn variants(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.gguf.quants.keys().cloned().collect();
+        v.push(SAFETENSORS_VARIANT.into());
+        v
+    }
+
+    /// The files a variant needs, each with the repo it comes from. `None` = the default
+    /// variant. A safetensors variant's weight shards are known only after reading the index,
+    /// so they are not listed here.
+    pub fn files_for(&self, variant: Option<&str>) -> Result<Vec<RemoteFile>> {
+        let variant = normalize_variant(variant.unwrap_or(&self.default_variant));
+        let st = |file: &str| RemoteFile::new(&self.safetensors.repo, file);
+        if variant == SAFETENSORS_VARIANT || variant == "bf16" {
+            return Ok(vec![
+                st(CONFIG_FILE),
+                st(TOKENIZER_FILES[0]),
+                st(PREPROCESSOR_FILE),
+            ]);
+        }
+        let text = self.gguf.quants.get(&variant).ok_or_else(|| Error::Hub {
+            model: format!("{}:{variant}", self.id),
+            reason: format!(
+                "unknown variant {variant:?}; {} offers {}",
+                self.id,
+                self.variants().join(", ")
+            ),
+        })?;
+        // The key was checked in from_toml.
+        let mmproj = &self.gguf.mmproj[&self.gguf.default_mmproj];
+        Ok(vec![
+            RemoteFile::new(&self.gguf.repo, text),
+            RemoteFile::new(&self.gguf.repo, mmproj),
+            st(TOKENIZER_FILES[0]),
+        ])
+    }
+}
+
+/// The manifests shipped with Sightline, in file order.
+pub fn builtin_manifests() -> Result<Vec<ModelManifest>> {
+    let manifests: Vec<ModelManifest> = BUILTIN_MANIFESTS
+        .iter()
+        .map(|(name, text)| ModelManifest::from_toml(text, name))
+        .collect::<Result<_>>()?;
+    let defaults = manifests.iter().filter(|m| m.default).count();
+    if defaults != 1 {
+        return Err(Error::Config(format!(
+            "exactly one built-in model manifest must be marked default, found {defaults}"
+        )));
+    }
+    Ok(manifests)
+}
+
+/// The manifest marked `default = true`.
+pub fn default_manifest() -> Result<ModelManifest> {
+    builtin_manifests()?
+        .into_iter()
+        .find(|m| m.default)
+        .ok_or_else(|| Error::Config("no default model manifest".into()))
+}
+
+/// A manifest by id (case-insensitive).
+pub fn find_manifest(id: &str) -> Result<Option<ModelManifest>> {
+    Ok(builtin_manifests()?
+        .into_iter()
+        .find(|m| m.id.eq_ignore_ascii_case(id)))
+}
+
+pub(super) fn normalize_variant(v: &str) -> String {
+    v.trim().to_lowercase().replace('-', "_")
+}
+
+/// A file in a Hub repo.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteFile {
+    /// Repo id.
+    pub repo: String,
+    /// Path inside the repo.
+    pub file: String,
+}
+
+impl RemoteFile {
+    fn new(repo: &str, file: &str) -> Self {
+        Self {
+            repo: repo.into(),
+            file: file.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_manifests_parse_with_one_default_2b_q4_k_m() -> Result<()> {
+        let ms = builtin_manifests()?;
+        assert_eq!(ms.len(), 3);
+        let d = default_manifest()?;
+        assert_eq!(d.id, "qwen3-vl-2b");
+        assert_eq!(d.default_variant, "q4_k_m");
+        Ok(())
+    }
+
+    #[test]
+    fn manifest_with_unknown_default_mmproj_is_rejected() {
+        let text = r#"
+id = "x"
+name = "X"
+default_variant = "q4_k_m"
+visual_token_budget = 8
+[gguf]
+repo = "a/b"
+default_mmproj = "f32"
+[gguf.quants]
+q4_k_m = "b.gguf"
+[gguf.mmproj]
+f16 = "mmproj-b.gguf"
+[safetensors]
+repo = "a/c"
+"#;
+        let e = ModelManifest::from_toml(text, "test.toml");
+        assert!(matches!(e, Err(Error::Config(m)) if m.contains("default_mmproj")));
+    }
+}
