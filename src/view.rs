@@ -27,6 +27,9 @@ pub fn view_of(goal: &str, screen: PlanningScreen, elements: Vec<PlanningElement
     }
 }
 
+/// The capability id announcing that a screenshot accompanies the view.
+pub const CAPABILITY_VISION: &str = "vision";
+
 /// The view of a desktop capture as the runner gives it to the planner: the focused window as
 /// the screen, the capabilities `native_input` (with the screenshot's size, the space of `xy:`
 /// targets) and `vision`, `elements` (from the accessibility tree, possibly none) and the run's
@@ -38,7 +41,7 @@ pub fn desktop_view(
     elements: Vec<PlanningElement>,
     run_progress: cel_contracts::RunProgress,
 ) -> PlanningView {
-    use crate::runner::{CAPABILITY_NATIVE_INPUT, CAPABILITY_VISION};
+    use crate::decode::CAPABILITY_NATIVE_INPUT;
     use cel_contracts::CapabilityRef;
     let screen = PlanningScreen {
         active_app: capture.active_app.clone(),

@@ -12,9 +12,8 @@ use half::f16;
 use rand::{Rng, SeedableRng};
 
 use crate::bench::gguf_writer::GgufStreamWriter;
-use crate::bench::plan::{
-    plan_model, BenchFormat, FileKind, Init, ModelPlan, PlannedFile, PlannedTensor, WEIGHT_STD,
-};
+use crate::bench::plan::{plan_model, BenchFormat, ModelPlan};
+use crate::bench::planned::{FileKind, Init, PlannedFile, PlannedTensor, WEIGHT_STD};
 use crate::bench::shape::ModelShape;
 use crate::error::{Error, Result};
 use crate::model::weights::ModelSource;

@@ -16,6 +16,7 @@ pub mod generate;
 pub mod gguf_writer;
 pub mod llama_cpp;
 pub mod plan;
+mod planned;
 pub mod report;
 mod safetensors_plan;
 pub mod shape;

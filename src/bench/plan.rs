@@ -28,7 +28,6 @@
 use candle_core::quantized::gguf_file::Value;
 use candle_core::quantized::GgmlDType;
 
-use crate::bench::gguf_writer::GgufTensorInfo;
 use crate::bench::shape::ModelShape;
 use crate::error::{Error, Result};
 use crate::model::qwen3_vl::names::{
@@ -37,13 +36,11 @@ use crate::model::qwen3_vl::names::{
 };
 use crate::model::qwen3_vl::Qwen3VlConfig;
 
+use crate::bench::planned::tensor;
+pub use crate::bench::planned::{FileKind, Init, PlannedFile, PlannedTensor, WEIGHT_STD};
 pub use crate::bench::safetensors_plan::config_json;
 use crate::bench::safetensors_plan::safetensors_files;
 pub use crate::bench::vocab::{gguf_vocab, GgufVocab, TOKENIZER_JSON_GZ};
-
-/// Standard deviation of the random weights: small enough that activations stay finite
-/// through every layer of the largest shape (norm weights are 1).
-pub const WEIGHT_STD: f32 = 0.02;
 
 /// llama.cpp's `general.file_type` values (`llama_ftype`).
 const FTYPE_F16: u32 = 1;
@@ -104,52 +101,6 @@ impl std::fmt::Display for BenchFormat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
-}
-
-/// How a tensor's values are made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Init {
-    /// Seeded normal values, mean 0, standard deviation [`WEIGHT_STD`].
-    Normal,
-    /// All ones (norm weights).
-    Ones,
-    /// All zeros (biases).
-    Zeros,
-}
-
-/// One tensor to write.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PlannedTensor {
-    /// Name, shape (row-major) and storage type.
-    pub info: GgufTensorInfo,
-    /// Its values.
-    pub init: Init,
-}
-
-/// How a planned file is stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FileKind {
-    /// A GGUF file.
-    Gguf,
-    /// A safetensors file.
-    Safetensors,
-    /// Bytes written as they are (config, tokenizer).
-    Raw,
-}
-
-/// One file of a generated model.
-#[derive(Debug, Clone)]
-pub struct PlannedFile {
-    /// File name inside the model directory.
-    pub name: String,
-    /// Its format.
-    pub kind: FileKind,
-    /// GGUF metadata, in file order (empty for other kinds).
-    pub metadata: Vec<(String, Value)>,
-    /// Its tensors, in file order.
-    pub tensors: Vec<PlannedTensor>,
-    /// The bytes of a [`FileKind::Raw`] file.
-    pub raw: Vec<u8>,
 }
 
 /// Every file of a generated model.
@@ -287,18 +238,6 @@ fn text_type(format: BenchFormat, role: TextRole, cfg: &Qwen3VlConfig, cols: usi
             }
             fit_row(wanted, cols)
         }
-    }
-}
-
-pub(crate) fn tensor(
-    name: String,
-    shape: Vec<usize>,
-    dtype: GgmlDType,
-    init: Init,
-) -> PlannedTensor {
-    PlannedTensor {
-        info: GgufTensorInfo { name, shape, dtype },
-        init,
     }
 }
 

@@ -1,7 +1,7 @@
 //! The `f16` bench format: a Hugging Face safetensors directory (`config.json`, the
 //! tokenizer, `model.safetensors`) with a real model's dimensions.
 
-use crate::bench::plan::{tensor, FileKind, Init, PlannedFile, PlannedTensor};
+use crate::bench::planned::{tensor, FileKind, Init, PlannedFile, PlannedTensor};
 use crate::bench::shape::ModelShape;
 use crate::bench::vocab::TOKENIZER_JSON_GZ;
 use crate::error::{Error, Result};

@@ -5,7 +5,7 @@ use candle_core::cuda_backend::cudarc::driver::{CudaSlice, LaunchConfig, PushKer
 use candle_core::cuda_backend::{CudaDevice, WrapErr};
 use candle_core::{Storage, Tensor};
 
-use super::{kernel_uniform, PickRule, NO_TOKEN};
+use super::rule::{kernel_uniform, PickRule, NO_TOKEN};
 use crate::error::{Error, Result};
 
 /// The kernels' PTX, compiled from `kernels/masked_argmax.cu` by `build.rs`.

@@ -10,7 +10,7 @@ use candle_core::{MetalDevice, Storage, Tensor};
 use candle_metal_kernels::metal::{Buffer, ComputeCommandEncoder, ComputePipeline};
 use objc2_metal::{MTLResourceOptions, MTLSize};
 
-use super::{kernel_uniform, PickRule, NO_TOKEN};
+use super::rule::{kernel_uniform, PickRule, NO_TOKEN};
 use crate::error::{Error, Result};
 
 /// The kernels' source, compiled by the Metal driver at first use.

@@ -36,26 +36,14 @@ mod cuda;
 #[cfg(feature = "metal")]
 mod metal;
 mod reference;
+mod rule;
 
 pub use reference::{masked_argmax, masked_sample, MASK_WORD_BITS};
+pub use rule::PickRule;
 
 use candle_core::{DType, Device, Tensor};
 
 use crate::error::{Error, Result};
-
-/// How [`TokenPicker::pick`] chooses among the allowed tokens.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum PickRule {
-    /// [`masked_argmax`]: the best allowed token, lowest id on ties.
-    Argmax,
-    /// [`masked_sample`]: a softmax draw at `temperature` with the host's uniform `u`.
-    Sample {
-        /// Softmax temperature; not > 0 means argmax.
-        temperature: f32,
-        /// A uniform draw in `[0, 1)` from the caller's seeded generator.
-        u: f32,
-    },
-}
 
 /// Runs the masked pick on the device of the logits.
 ///
@@ -178,21 +166,6 @@ impl TokenPicker {
         }
     }
 }
-
-/// `u` as the kernels take it: clamped into `[0, 1]`, NaN as 0 (the reference does
-/// the same, so both see one value).
-#[cfg_attr(not(any(feature = "cuda", feature = "metal")), allow(dead_code))]
-fn kernel_uniform(u: f32) -> f32 {
-    if u.is_nan() {
-        0.0
-    } else {
-        u.clamp(0.0, 1.0)
-    }
-}
-
-/// Value the kernels write when no token can be chosen.
-#[cfg_attr(not(any(feature = "cuda", feature = "metal")), allow(dead_code))]
-const NO_TOKEN: u32 = u32::MAX;
 
 #[cfg(test)]
 mod tests {

@@ -85,10 +85,9 @@ pub use trace::{RunMeta, TraceWriter, TurnRecord};
 use crate::error::{Error, Result};
 use crate::view::desktop_view;
 
-/// The capability id announcing native mouse and keyboard input.
-pub const CAPABILITY_NATIVE_INPUT: &str = "native_input";
-/// The capability id announcing that a screenshot accompanies the view.
-pub const CAPABILITY_VISION: &str = "vision";
+/// The capability id announcing native mouse and keyboard input (the one the grammar reads).
+pub use crate::decode::CAPABILITY_NATIVE_INPUT;
+pub use crate::view::CAPABILITY_VISION;
 /// Longest single `wait` step honoured; longer waits are cut to this (the run's timeout still
 /// applies on top).
 pub const MAX_WAIT_MS: u64 = 60_000;

@@ -40,6 +40,7 @@ mod eval_support;
 mod fixtures;
 mod generate_cli;
 mod hostile;
+mod house;
 mod hub_cli;
 mod hub_resolve;
 mod image_preprocess;

@@ -1,0 +1,222 @@
+//! House rules a newcomer relies on: no import cycle between the files of `src/`, and no
+//! reference to a design document the repository does not have.
+//!
+//! # The file graph
+//!
+//! A node is a file under `src/`. There is an edge A → B when code in A names an item
+//! *defined* in B: a `use` of it, or a path such as `crate::hub::resolve_model(…)`,
+//! `super::MoveSpec` or `child::f()`, with re-exports followed to the file that defines the
+//! item (so `crate::hub::resolve_model`, re-exported by `src/hub/mod.rs`, is an edge to
+//! `src/hub/resolve.rs`). What is *not* an edge, and why:
+//!
+//! - A parent declaring its children (`mod resolve;`) and re-exporting their items
+//!   (`pub use resolve::resolve_model;`): that is the module tree's shape, not a dependency
+//!   of the parent's code. A re-exported name the parent's own code also uses is an edge.
+//! - Naming a module only (`use crate::hub;`): the later `hub::resolve_model` is resolved.
+//! - Comments, doc links, strings and attributes: they do not make the code depend.
+//! - Method calls (`hub.resolve(…)`) and trait dispatch: the type they go through was named
+//!   by a path or a `use`, which is the edge.
+//!
+//! A glob import (`use super::*`) is an edge to the files defining each of the module's names
+//! that the importing file's code mentions. `src/main.rs` and `src/cli/` are the binary
+//! crate: their `crate::` is the binary's root and `sightline::` is the library's.
+//!
+//! The scan is lexical (`source.rs`: comments, strings and attributes stripped; `scan.rs`: a
+//! token scan that tracks inline `mod … { }` blocks and braces; `graph.rs`: names resolved
+//! through `use`s and re-exports, then the cycles), which is enough for this crate's code:
+//! `detector_finds_cycles_and_ignores_parent_declarations_and_comments` checks it on a
+//! made-up crate.
+
+mod graph;
+mod scan;
+mod source;
+
+use std::path::Path;
+
+use anyhow::{ensure, Context, Result};
+
+use graph::FileGraph;
+use source::{read_sources, rel, source, text_files};
+
+/// Edges left out of the cycle check, each with the reason it is deliberate:
+/// `(from, to, reason)`. Only an edge that test code alone makes (code in a `mod tests`) can
+/// be allowed; the test fails on an entry naming a production edge or a vanished one.
+const ALLOWED_EDGES: &[(&str, &str, &str)] = &[
+    (
+        "src/model/qwen3_vl/flash_cpu.rs",
+        "src/model/qwen3_vl/attention.rs",
+        "flash_cpu's unit tests check the fused kernel against attention.rs's matmul route, \
+         its reference; the library's own edge is attention → flash_cpu",
+    ),
+    (
+        "src/model/qwen3_vl/attention.rs",
+        "src/model/qwen3_vl/text.rs",
+        "attention's unit tests build the text decoder's causal mask (text::causal_mask) to \
+         test masked attention as the model calls it; the library's edge is text → attention",
+    ),
+    (
+        "src/model/qwen3_vl/flash_cpu.rs",
+        "src/model/qwen3_vl/text.rs",
+        "the same causal mask, for flash_cpu's unit tests of the fused kernel under a mask",
+    ),
+];
+
+#[test]
+fn src_files_have_no_import_cycle() -> Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let files = read_sources(&root.join("src"), root)?;
+    let graph = FileGraph::build(&files)?;
+    // The scan must see the crate's real dependencies, or "no cycle" would mean nothing.
+    for (from, to) in [
+        ("src/hub/resolve.rs", "src/hub/spec.rs"),
+        ("src/planner/local.rs", "src/decode/decoder.rs"),
+        ("src/main.rs", "src/cli/plan.rs"),
+        ("src/cli/plan.rs", "src/planner/local.rs"),
+    ] {
+        ensure!(
+            graph.has_edge(from, to),
+            "the scan found no edge {from} → {to}; edges from {from}: {:?}",
+            graph.edges_from(from)
+        );
+    }
+    let misused = graph.misused_allowances(ALLOWED_EDGES);
+    ensure!(misused.is_empty(), "ALLOWED_EDGES: {}", misused.join("; "));
+    let cycles = graph.cycles(ALLOWED_EDGES);
+    ensure!(
+        cycles.is_empty(),
+        "file-level import cycles in src/ (break them, or allow an edge in ALLOWED_EDGES with \
+         a reason):\n{}",
+        cycles.join("\n")
+    );
+    Ok(())
+}
+
+#[test]
+fn detector_finds_cycles_and_ignores_parent_declarations_and_comments() -> Result<()> {
+    let files = vec![
+        source(
+            "src/lib.rs",
+            "pub mod a;\npub mod b;\npub mod p;\npub mod t1;\npub mod t2;\n",
+        ),
+        source(
+            "src/a.rs",
+            "use crate::b::B; // crate::p::Q in a comment\npub struct A(B);\n",
+        ),
+        source(
+            "src/b.rs",
+            "pub struct B;\nfn f() -> crate::a::A { todo!() }\n",
+        ),
+        // A parent declaring and re-exporting its child, and a child using its parent: no cycle.
+        source(
+            "src/p/mod.rs",
+            "mod c;\npub use c::Q;\npub struct Shared;\n",
+        ),
+        source("src/p/c.rs", "use super::Shared;\npub struct Q(Shared);\n"),
+        // A cycle that only a unit test closes.
+        source(
+            "src/t1.rs",
+            "pub fn one() {}\n#[cfg(test)]\nmod tests {\n    use crate::t2::two;\n}\n",
+        ),
+        source("src/t2.rs", "pub fn two() {\n    crate::t1::one()\n}\n"),
+    ];
+    let graph = FileGraph::build(&files)?;
+    let cycles = graph.cycles(&[]);
+    ensure!(
+        cycles.len() == 2,
+        "expected cycles a ↔ b and t1 ↔ t2, found {cycles:?}"
+    );
+    ensure!(
+        cycles[0].contains("src/a.rs → src/b.rs (line 1: use crate::b::B)"),
+        "{cycles:?}"
+    );
+    ensure!(graph.has_edge("src/p/c.rs", "src/p/mod.rs"));
+    ensure!(!graph.has_edge("src/p/mod.rs", "src/p/c.rs"));
+    ensure!(
+        !graph.has_edge("src/a.rs", "src/p/c.rs"),
+        "a comment made an edge"
+    );
+    // Allowing the test-only edge breaks its cycle; a production edge cannot be allowed.
+    let allowed = [
+        ("src/t1.rs", "src/t2.rs", "test"),
+        ("src/b.rs", "src/a.rs", "no"),
+    ];
+    let left = graph.cycles(&allowed);
+    ensure!(left.len() == 1 && left[0].contains("src/a.rs"), "{left:?}");
+    let misused = graph.misused_allowances(&allowed);
+    ensure!(
+        misused.len() == 1 && misused[0].starts_with("src/b.rs → src/a.rs"),
+        "{misused:?}"
+    );
+    Ok(())
+}
+
+/// Module docs that cited a design document the repository does not have ("see <that file>,
+/// decision 4") left a newcomer at a dead end: the decisions live in `ARCHITECTURE.md`.
+#[test]
+fn no_file_mentions_a_design_doc_the_repository_lacks() -> Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // Spelled in two parts so this file does not match itself.
+    let name = ["DESIGN", "md"].join(".");
+    ensure!(
+        !root.join(&name).exists(),
+        "{name} exists; then this test is moot"
+    );
+    ensure!(root.join("ARCHITECTURE.md").is_file());
+    let mut offenders = Vec::new();
+    let mut scanned = 0usize;
+    for path in text_files(root)? {
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue; // not UTF-8: a fixture, not a document
+        };
+        scanned += 1;
+        for (i, line) in text.lines().enumerate() {
+            if line.contains(&name) {
+                offenders.push(format!("{}:{}: {}", rel(root, &path), i + 1, line.trim()));
+            }
+        }
+    }
+    ensure!(
+        scanned > 100,
+        "only {scanned} text files found under {}",
+        root.display()
+    );
+    ensure!(
+        offenders.is_empty(),
+        "{name} is mentioned but does not exist (cite ARCHITECTURE.md):\n{}",
+        offenders.join("\n")
+    );
+    Ok(())
+}
+
+/// The map must stay true: every `src/…` path that `ARCHITECTURE.md`, the README or the crate
+/// docs cite (in backquotes) exists.
+#[test]
+fn paths_the_maps_cite_exist() -> Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut missing = Vec::new();
+    let mut cited = 0usize;
+    for doc in ["ARCHITECTURE.md", "README.md", "src/lib.rs"] {
+        let text = std::fs::read_to_string(root.join(doc)).with_context(|| doc.to_string())?;
+        for (i, line) in text.lines().enumerate() {
+            for quoted in line.split('`').skip(1).step_by(2) {
+                let is_path = quoted.starts_with("src/") && !quoted.contains(['*', ' ', '{', '…']);
+                if is_path {
+                    cited += 1;
+                    if !root.join(quoted).exists() {
+                        missing.push(format!("{doc}:{}: {quoted}", i + 1));
+                    }
+                }
+            }
+        }
+    }
+    ensure!(
+        cited > 30,
+        "only {cited} cited paths found; is the scan broken?"
+    );
+    ensure!(
+        missing.is_empty(),
+        "cited paths that do not exist:\n{}",
+        missing.join("\n")
+    );
+    Ok(())
+}
