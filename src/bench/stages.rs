@@ -2,7 +2,11 @@
 //! CLI can alternate them with llama.cpp's: load and memory, vision encode, prefill,
 //! decode, a grammar-constrained decode, and whole planner turns.
 //!
-//! Every stage runs `repeat` times and reports the median. On the CPU every candle op is
+//! Every stage runs `repeat` times and reports the median. Prefill is preceded by one
+//! untimed pass over the prompt, as `llama-bench` warms up before its runs: candle
+//! repacks each quantized matrix on its first multi-row matmul (llama.cpp does the
+//! same while loading), a one-time cost of the process that would otherwise land in
+//! the first sample. On the CPU every candle op is
 //! synchronous, so a stopped clock has seen the work finish; logits are read back to the
 //! host inside the timed region, as the decoder does.
 
@@ -511,8 +515,11 @@ impl StageBench {
         })
     }
 
-    /// Prefill the prompt into an empty cache, `repeat` times.
+    /// Prefill the prompt into an empty cache, `repeat` times, after one untimed pass
+    /// (see the module docs).
     pub fn prefill(&mut self) -> Result<PrefillResult> {
+        self.model.truncate(0)?;
+        self.model.feed(&self.prompt, &[])?;
         let mut samples = Vec::new();
         let mut times = Vec::new();
         let meter = StageMeter::start();

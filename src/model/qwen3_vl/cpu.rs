@@ -200,11 +200,54 @@ pub fn apply_forced_path_to_candle() -> bool {
     false
 }
 
-/// The instruction level candle's repacked quantized CPU matmuls run at, mirroring its
-/// own choice (`quantized/repack_x86.rs`: AVX-512 VNNI, with AMX tiles for Q4_K prefill
-/// where CPUID reports AMX; AVX-VNNI; AVX2; honouring [`CANDLE_FORCE_AVX2_ENV`]). For
-/// `bench`'s report.
-pub fn candle_quantized_level() -> &'static str {
+/// The tier of candle's repacked quantized CPU matmuls, as candle itself picks it
+/// (`quantized/repack_x86.rs`, `level()`), honouring [`CANDLE_FORCE_AVX2_ENV`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CandleQuantTier {
+    /// AVX-512 VNNI; `amx`: CPUID reports AMX-TILE and AMX-INT8 (Q4_K prefill tiles).
+    Avx512Vnni {
+        /// AMX tiles are used for Q4_K prefill.
+        amx: bool,
+    },
+    /// AVX-VNNI (256-bit `vpdpbusd`).
+    AvxVnni,
+    /// AVX2 (`maddubs`); `forced`: held there by [`CANDLE_FORCE_AVX2_ENV`].
+    Avx2 {
+        /// Held at AVX2 by the environment although the CPU has more.
+        forced: bool,
+    },
+    /// No repacked path (no AVX2, or not x86-64 and not aarch64).
+    Unrepacked,
+    /// aarch64: candle detects NEON dot-product / i8mm itself.
+    Neon,
+}
+
+impl CandleQuantTier {
+    /// Whether candle has a repacked Q8_0 kernel at this tier (it needs a real `vpdpbusd`:
+    /// at plain AVX2 a Q8_0 matrix runs candle's unrepacked row-by-row dot products).
+    pub fn has_vnni(self) -> bool {
+        matches!(
+            self,
+            CandleQuantTier::Avx512Vnni { .. } | CandleQuantTier::AvxVnni
+        )
+    }
+
+    /// How `bench` labels the tier.
+    pub fn label(self) -> &'static str {
+        match self {
+            CandleQuantTier::Avx512Vnni { amx: true } => "AVX-512 VNNI (+AMX for Q4_K prefill)",
+            CandleQuantTier::Avx512Vnni { amx: false } => "AVX-512 VNNI",
+            CandleQuantTier::AvxVnni => "AVX-VNNI",
+            CandleQuantTier::Avx2 { forced: true } => "AVX2 (forced)",
+            CandleQuantTier::Avx2 { forced: false } => "AVX2",
+            CandleQuantTier::Unrepacked => "unrepacked (no AVX2)",
+            CandleQuantTier::Neon => "NEON (candle's own detection)",
+        }
+    }
+}
+
+/// The tier candle's repacked quantized CPU matmuls run at (see [`CandleQuantTier`]).
+pub fn candle_quantized_tier() -> CandleQuantTier {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::is_x86_feature_detected as has;
@@ -212,27 +255,31 @@ pub fn candle_quantized_level() -> &'static str {
         if !force_avx2 && has!("avx512f") && has!("avx512vnni") {
             // CPUID leaf 7: AMX-TILE (bit 24) and AMX-INT8 (bit 25), as candle reads them.
             let info = std::arch::x86_64::__cpuid_count(7, 0);
-            if info.edx & (1 << 25) != 0 && info.edx & (1 << 24) != 0 {
-                return "AVX-512 VNNI (+AMX for Q4_K prefill)";
-            }
-            return "AVX-512 VNNI";
+            let amx = info.edx & (1 << 25) != 0 && info.edx & (1 << 24) != 0;
+            return CandleQuantTier::Avx512Vnni { amx };
         }
         if !force_avx2 && has!("avxvnni") && has!("avx2") {
-            return "AVX-VNNI";
+            return CandleQuantTier::AvxVnni;
         }
-        if has!("avx2") {
-            return if force_avx2 { "AVX2 (forced)" } else { "AVX2" };
+        if has!("avx2") && has!("fma") {
+            return CandleQuantTier::Avx2 { forced: force_avx2 };
         }
-        "unrepacked (no AVX2)"
+        CandleQuantTier::Unrepacked
     }
     #[cfg(target_arch = "aarch64")]
     {
-        "NEON (candle's own detection)"
+        CandleQuantTier::Neon
     }
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
-        "unrepacked"
+        CandleQuantTier::Unrepacked
     }
+}
+
+/// The instruction level candle's repacked quantized CPU matmuls run at, for `bench`'s
+/// report ([`candle_quantized_tier`]'s label).
+pub fn candle_quantized_level() -> &'static str {
+    candle_quantized_tier().label()
 }
 
 /// Instruction-set features this CPU has that nothing in this build uses: not enabled at

@@ -4,8 +4,13 @@
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Module, Tensor};
 
-use super::MappedPages;
+use super::{stored_gemv, MappedPages};
 use crate::error::Result;
+
+/// Rows of `xs`: the product of all dims but the last.
+fn rows(xs: &Tensor) -> usize {
+    xs.dims().iter().rev().skip(1).product()
+}
 
 /// A linear layer through [`QMatMul`]: `xs @ weightᵀ + bias`.
 #[derive(Debug, Clone)]
@@ -60,15 +65,16 @@ impl Linear {
                 }
                 ys
             }
-            // The quantized kernels take f32 input and need it contiguous.
-            QMatMul::QTensor(_) => {
-                let xs = xs.to_dtype(DType::F32)?.contiguous()?;
-                let in_use = self.pages.as_ref().and_then(|p| p.in_use());
-                let ys = self.weight.forward(&xs)?;
-                drop(in_use);
-                self.after_matmul(xs.dims().iter().rev().skip(1).product());
-                ys.to_dtype(self.dtype)?
+            // One row on a CPU where candle's repacked tiles read more bytes than the
+            // stored blocks (its AVX2 tier): the stored-block dot products. The file pages
+            // are this path's working set, so they are not dropped after it.
+            QMatMul::QTensor(q) if stored_gemv::wanted(q.dtype()) && rows(xs) == 1 => {
+                match stored_gemv::gemv(q, xs)? {
+                    Some(ys) => ys.to_dtype(self.dtype)?,
+                    None => self.quantized_forward(xs)?,
+                }
             }
+            QMatMul::QTensor(_) => self.quantized_forward(xs)?,
             // Half-precision weights kept as stored on the CPU: widened for this call.
             QMatMul::Tensor(w) if w.dtype() != xs.dtype() => {
                 QMatMul::Tensor(w.to_dtype(xs.dtype())?).forward(xs)?
@@ -81,11 +87,22 @@ impl Linear {
         }
     }
 
+    /// candle's quantized matmul: it takes f32 input and needs it contiguous. A mapped
+    /// matrix's pages are dropped after the first matmul of each row class (candle has
+    /// repacked it by then).
+    fn quantized_forward(&self, xs: &Tensor) -> Result<Tensor> {
+        let xs = xs.to_dtype(DType::F32)?.contiguous()?;
+        let in_use = self.pages.as_ref().and_then(|p| p.in_use());
+        let ys = self.weight.forward(&xs)?;
+        drop(in_use);
+        self.after_matmul(rows(&xs));
+        Ok(ys.to_dtype(self.dtype)?)
+    }
+
     /// Apply several layers to the same `xs`. For one row and quantized weights this is
     /// candle's fused gemv (one quantization of `xs`, one parallel region: the decode
     /// step's q/k/v and gate/up projections); otherwise each layer runs on its own.
     pub fn forward_shared(layers: &[&Linear], xs: &Tensor) -> Result<Vec<Tensor>> {
-        let rows = xs.dims().iter().rev().skip(1).product::<usize>();
         let qtensors: Option<Vec<&QTensor>> = layers
             .iter()
             .map(|l| match &l.weight {
@@ -93,7 +110,7 @@ impl Linear {
                 _ => None,
             })
             .collect();
-        if let (1, Some(qs)) = (rows, qtensors) {
+        if let (1, Some(qs)) = (rows(xs), qtensors) {
             let lhs = xs.to_dtype(DType::F32)?.contiguous()?;
             let in_use: Vec<_> = layers
                 .iter()

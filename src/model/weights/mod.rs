@@ -32,6 +32,7 @@ mod mapped;
 mod requant;
 mod safetensors;
 mod source;
+mod stored_gemv;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -118,17 +118,11 @@ pub fn default_activation_dtype(device: &Device) -> DType {
 }
 
 /// Whether candle's x86 CPU kernels have their repacked VNNI Q8_0 path here (the
-/// condition under which Q6_K is requantized, see [`LoadOptions::exact_weights`]).
+/// condition under which Q6_K is requantized, see [`LoadOptions::exact_weights`]). Follows
+/// candle's own tier, so a run forced to AVX2 (`SIGHTLINE_CPU_FEATURES=avx2`) keeps Q6_K
+/// as an AVX2-only CPU does.
 pub(crate) fn cpu_has_vnni() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        (is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni"))
-            || (is_x86_feature_detected!("avx2") && is_x86_feature_detected!("avxvnni"))
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    crate::model::qwen3_vl::cpu::candle_quantized_tier().has_vnni()
 }
 
 /// The quantization types quantize-at-load accepts.
