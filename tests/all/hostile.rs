@@ -120,8 +120,17 @@ fn run_child(args: &[OsString], env: &[(String, OsString)], cwd: &Path) -> Resul
     })
 }
 
-/// `VmHWM` (peak resident set) of a live process in KiB, 0 once it has exited.
+/// `VmHWM` (peak resident set) of a live process in KiB, 0 once it has exited or while it
+/// is not yet the binary. `spawn` returns when the exec wakes the vfork parent, which the
+/// kernel does just before the child drops the parent's memory map: a read in that window
+/// reports this test process's peak (hundreds of MB). The exe link follows the same map, so
+/// a read made after it names the binary is the child's own.
 fn vm_hwm_kb(pid: libc::pid_t) -> i64 {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+    let bin = std::fs::canonicalize(BIN).ok();
+    if exe.is_none() || exe != bin {
+        return 0;
+    }
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {

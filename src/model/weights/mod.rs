@@ -29,6 +29,8 @@
 mod gguf;
 mod linear;
 mod mapped;
+#[cfg(test)]
+mod mapped_tests;
 mod requant;
 mod safetensors;
 mod source;
