@@ -174,6 +174,32 @@ pub enum Error {
 /// Shorthand for results carrying [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The two constructors of each `{ reason, source }` variant: `$plain(reason)` with no
+/// underlying error, `$caused(reason, source)` keeping `source` as the cause (shown after
+/// `reason`).
+macro_rules! reason_constructors {
+    ($($variant:ident: $plain:ident, $caused:ident;)*) => {$(
+        #[doc = concat!("An [`Error::", stringify!($variant), "`] with no underlying error.")]
+        pub fn $plain(reason: impl Into<String>) -> Self {
+            Error::$variant {
+                reason: reason.into(),
+                source: None,
+            }
+        }
+
+        #[doc = concat!(
+            "An [`Error::", stringify!($variant),
+            "`] caused by `source` (shown after `reason`, kept as the cause)."
+        )]
+        pub fn $caused(reason: impl Into<String>, source: impl Into<BoxError>) -> Self {
+            Error::$variant {
+                reason: reason.into(),
+                source: Some(source.into()),
+            }
+        }
+    )*};
+}
+
 impl Error {
     /// An [`Error::Io`] for `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
@@ -183,101 +209,13 @@ impl Error {
         }
     }
 
-    /// An [`Error::Config`] with no underlying error.
-    pub fn config(reason: impl Into<String>) -> Self {
-        Error::Config {
-            reason: reason.into(),
-            source: None,
-        }
-    }
-
-    /// An [`Error::Config`] caused by `source` (shown after `reason`, kept as the cause).
-    pub fn config_caused(reason: impl Into<String>, source: impl Into<BoxError>) -> Self {
-        Error::Config {
-            reason: reason.into(),
-            source: Some(source.into()),
-        }
-    }
-
-    /// An [`Error::Tokenizer`] with no underlying error.
-    pub fn tokenizer(reason: impl Into<String>) -> Self {
-        Error::Tokenizer {
-            reason: reason.into(),
-            source: None,
-        }
-    }
-
-    /// An [`Error::Tokenizer`] caused by `source` (shown after `reason`, kept as the cause).
-    pub fn tokenizer_caused(reason: impl Into<String>, source: impl Into<BoxError>) -> Self {
-        Error::Tokenizer {
-            reason: reason.into(),
-            source: Some(source.into()),
-        }
-    }
-
-    /// An [`Error::Image`] with no underlying error.
-    pub fn image(reason: impl Into<String>) -> Self {
-        Error::Image {
-            reason: reason.into(),
-            source: None,
-        }
-    }
-
-    /// An [`Error::Image`] caused by `source` (shown after `reason`, kept as the cause).
-    pub fn image_caused(reason: impl Into<String>, source: impl Into<BoxError>) -> Self {
-        Error::Image {
-            reason: reason.into(),
-            source: Some(source.into()),
-        }
-    }
-
-    /// An [`Error::Runner`] with no underlying error.
-    pub fn runner(reason: impl Into<String>) -> Self {
-        Error::Runner {
-            reason: reason.into(),
-            source: None,
-        }
-    }
-
-    /// An [`Error::Runner`] caused by `source` (shown after `reason`, kept as the cause).
-    pub fn runner_caused(reason: impl Into<String>, source: impl Into<BoxError>) -> Self {
-        Error::Runner {
-            reason: reason.into(),
-            source: Some(source.into()),
-        }
-    }
-
-    /// An [`Error::InvalidInput`]: the caller's input is malformed.
-    pub fn invalid_input(reason: impl Into<String>) -> Self {
-        Error::InvalidInput {
-            reason: reason.into(),
-            source: None,
-        }
-    }
-
-    /// An [`Error::InvalidInput`] caused by `source` (shown after `reason`, kept as the cause),
-    /// such as a parser's error on the caller's file.
-    pub fn invalid_input_caused(reason: impl Into<String>, source: impl Into<BoxError>) -> Self {
-        Error::InvalidInput {
-            reason: reason.into(),
-            source: Some(source.into()),
-        }
-    }
-
-    /// An [`Error::Grammar`] with no underlying error.
-    pub fn grammar(reason: impl Into<String>) -> Self {
-        Error::Grammar {
-            reason: reason.into(),
-            source: None,
-        }
-    }
-
-    /// An [`Error::Grammar`] caused by `source` (shown after `reason`, kept as the cause).
-    pub fn grammar_caused(reason: impl Into<String>, source: impl Into<BoxError>) -> Self {
-        Error::Grammar {
-            reason: reason.into(),
-            source: Some(source.into()),
-        }
+    reason_constructors! {
+        Config: config, config_caused;
+        Tokenizer: tokenizer, tokenizer_caused;
+        Image: image, image_caused;
+        Runner: runner, runner_caused;
+        InvalidInput: invalid_input, invalid_input_caused;
+        Grammar: grammar, grammar_caused;
     }
 
     /// An [`Error::Device`] for `device` with no underlying error.
