@@ -61,7 +61,7 @@
 //! | [`kernels`] | the masked pick on the device (CUDA, Metal) and its CPU reference |
 //! | [`keys`] | the key names the grammar offers and the runner presses |
 //! | [`tokenizer`], [`view`], [`error`] | the tokenizer and Qwen's special tokens; building views; [`Error`] |
-//! | [`generate`], [`bench`] | free generation and the benchmark behind `sightline generate` / `bench` |
+//! | [`generate`], [`bench`](mod@bench) | free generation and the benchmark behind `sightline generate` / `bench` |
 //!
 //! Dependencies point one way: planner → decode → model (through the trait only) → image.
 //! `ARCHITECTURE.md` at the repository root has the layers, the data flow of one turn with

@@ -142,7 +142,7 @@ const NEGATION_REACH_WORDS: usize = 3;
 /// Whether a normalized text carries one of `phrases` (each a sequence of words, already
 /// normalized) affirmatively: the phrase appears as whole words, is not itself prefixed
 /// (`unconfirmed`, `nonconfirmed` are different words), and no negation stands within
-/// [`NEGATION_REACH_WORDS`] words before it in the same clause. Phrases that are themselves
+/// `NEGATION_REACH_WORDS` words before it in the same clause. Phrases that are themselves
 /// negative in form ("don't ask") are matched as given and not negated again.
 pub fn affirms(normalized: &str, phrases: &[&str]) -> bool {
     for clause in normalized.split(['.', ';', '!', '?', '\n', ',', '(', ')']) {

@@ -95,7 +95,7 @@ impl Sampler {
     /// returns it without drawing, so forcing a token never moves the random state.
     ///
     /// Cost: greedy is one pass over the mask words, reading the logits of allowed
-    /// words only; top-p adds a partial sort of the [`TOP_P_CANDIDATES`] best allowed
+    /// words only; top-p adds a partial sort of the `TOP_P_CANDIDATES` best allowed
     /// tokens.
     #[inline(never)]
     pub fn sample(&mut self, logits: &[f32], mask: &SimpleVob) -> Option<TokenId> {

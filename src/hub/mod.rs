@@ -23,7 +23,7 @@
 //! ```
 //!
 //! Files come from the cache when present. With `HF_HUB_OFFLINE=1` nothing is fetched, and a
-//! missing file is an [`Error::Hub`] that names the repo and the file to fetch. `HF_HOME` moves
+//! missing file is an [`Error::Hub`](crate::Error::Hub) that names the repo and the file to fetch. `HF_HOME` moves
 //! the cache, `HF_ENDPOINT` the Hub, as for every Hugging Face tool.
 //!
 //! The module's files, by concern: `manifest.rs` (the shipped `models/*.toml`), `spec.rs`

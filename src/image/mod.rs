@@ -81,8 +81,8 @@ pub const PIXEL_ATOL: f32 = 1e-6;
 /// normalize, patchify. Cost: one decode plus O(output pixels × taps); for a 1920×1080
 /// screenshot at 1,280 tokens see `benches/preprocess.rs`.
 ///
-/// Errors ([`Error::Image`]): corrupt, truncated, unsupported, zero-sized or
-/// over-limit images, aspect ratio over 200; [`Error::Config`] for invalid settings.
+/// Errors ([`Error::Image`](crate::Error::Image)): corrupt, truncated, unsupported, zero-sized or
+/// over-limit images, aspect ratio over 200; [`Error::Config`](crate::Error::Config) for invalid settings.
 pub fn preprocess_bytes(bytes: &[u8], cfg: &PreprocessConfig) -> Result<PreprocessedImage> {
     cfg.validate()?;
     let rgb = decode_rgb(bytes, &cfg.input_limits)?;

@@ -2,7 +2,7 @@
 //!
 //! The reference resizes with Pillow, so this is a port of its `libImaging/Resample.c`
 //! path for 8-bit images: a separable convolution (one pass per axis, in Pillow 13's
-//! order, see [`vertical_first`]) with
+//! order, see `vertical_first`) with
 //! the Keys cubic (`a = -0.5`, support 2) stretched by the downscale factor, which is
 //! what antialiases a downscale. Weights are computed in f64 exactly as Pillow does,
 //! normalized to sum 1, then turned into 22-bit fixed point; each pass accumulates in
@@ -135,7 +135,7 @@ fn clip8(v: i32) -> u8 {
 /// `Image.resize((width, height), Image.BICUBIC)` does (no `reducing_gap`).
 ///
 /// Cost: O((w_out · h_in + w_out · h_out) · taps) integer multiply-adds (the first
-/// pass's rows depend on the order, see [`vertical_first`]), taps ≈ 4 × the downscale
+/// pass's rows depend on the order, see `vertical_first`), taps ≈ 4 × the downscale
 /// factor + 1, and one intermediate buffer. The same size returns a copy, as Pillow
 /// does; a zero-sized source or target gives a black image of the target size.
 pub fn resize_bicubic(src: &RgbImage, width: u32, height: u32) -> RgbImage {

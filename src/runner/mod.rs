@@ -8,7 +8,7 @@
 //! a model, a [`ReplayPlanner`] or a hosted planner are the same to it.
 //!
 //! Safety lives here, not only in the prompt (ARCHITECTURE.md, decision 9): budgets from
-//! [`RunLimits`], `dry_run`, `confirm` (a [`ConfirmPrompt`] per batch), the top-left-corner
+//! [`RunLimits`](cel_contracts::RunLimits), `dry_run`, `confirm` (a [`ConfirmPrompt`] per batch), the top-left-corner
 //! fail-safe and the Ctrl-C [`StopFlag`] (both checked between steps), and the destructive-step
 //! gate ([`safety::check_step`]), which ends the run as [`GoalOutcome::Refused`]
 //! ([`EndReason::EndedOnRefusal`]) unless the goal confirms the step. The gate applies in a dry

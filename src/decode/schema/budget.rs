@@ -57,7 +57,7 @@ impl MoveSpec {
     /// (so a decode always ends with a complete move). Derived from the Lark grammar's
     /// shape: every token outside strings carries at least one byte, so fixed text and
     /// numbers count one token per byte; a string counts its token bound plus
-    /// [`STRING_OVERSHOOT_TOKENS`]. An over-estimate, never an under-estimate.
+    /// `STRING_OVERSHOOT_TOKENS`. An over-estimate, never an under-estimate.
     pub fn max_move_tokens(&self) -> usize {
         let l = &self.limits;
         let string = |cap: usize| cap + STRING_OVERSHOOT_TOKENS;

@@ -1,5 +1,5 @@
-//! Shared CPU math for the hand-written f32 kernels ([`super::attention`],
-//! [`super::flash_cpu`], [`super::gelu`]) and the run-time choice of their instruction set.
+//! Shared CPU math for the hand-written f32 kernels (`attention`,
+//! `flash_cpu`, `gelu`) and the run-time choice of their instruction set.
 //!
 //! # Kernel paths
 //!

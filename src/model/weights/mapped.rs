@@ -186,7 +186,7 @@ fn resident_bytes_at(addr: usize) -> Option<u64> {
     None
 }
 
-/// One matrix's bytes in a [`MappedFile`], with the matmul kinds already run on it.
+/// One matrix's bytes in a `MappedFile`, with the matmul kinds already run on it.
 #[derive(Debug, Clone)]
 pub struct MappedPages {
     file: MappedFile,
@@ -248,7 +248,7 @@ impl MappedPages {
     }
 }
 
-/// GGML blocks of type `T` read in place from a [`MappedFile`]; `owned` replaces them
+/// GGML blocks of type `T` read in place from a `MappedFile`; `owned` replaces them
 /// if candle ever writes the storage (`from_float`: candle only does so on storage it
 /// made itself, but the trait allows it).
 struct MappedBlocks<T> {
