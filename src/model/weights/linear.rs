@@ -1,10 +1,14 @@
 //! [`Linear`]: a matrix (quantized or float) and an optional bias, applied through candle's
-//! [`QMatMul`].
+//! [`QMatMul`], or on CPUs whose quantized tier is AVX2, Q4_K matrices through the
+//! eight-row layout of `q4k_rows8.rs`.
+
+use std::sync::Arc;
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Module, Tensor};
 
-use super::{stored_gemv, MappedPages};
+use super::q4k_rows8::{self, Q4kRows8};
+use super::MappedPages;
 use crate::error::Result;
 
 /// Rows of `xs`: the product of all dims but the last.
@@ -20,22 +24,36 @@ pub struct Linear {
     dtype: DType,
     /// The file pages of a matrix read in place, dropped after each new kind of matmul.
     pages: Option<MappedPages>,
+    /// The matrix in the eight-row layout, when every matmul of it runs there.
+    rows8: Option<Arc<Q4kRows8>>,
 }
 
 impl Linear {
-    /// Wrap an already loaded matrix.
+    /// Wrap an already loaded matrix. On a CPU whose quantized tier is AVX2 a Q4_K
+    /// matrix is laid out for `q4k_rows8`'s kernel here, once.
     pub fn new(weight: QMatMul, bias: Option<Tensor>, dtype: DType) -> Self {
+        let rows8 = match &weight {
+            // A matrix the layout cannot hold (or a failed read of a CPU tensor's
+            // bytes, which does not happen) keeps candle's kernels: slower, same answer.
+            QMatMul::QTensor(q) if q4k_rows8::wanted() => Q4kRows8::from_qtensor(q).ok().flatten(),
+            _ => None,
+        };
         Linear {
             weight,
             bias,
             dtype,
             pages: None,
+            rows8,
         }
     }
 
     /// The same layer, whose matrix is read in place from `pages` of a mapped file: they
-    /// are dropped once candle has repacked the matrix for a kind of matmul.
+    /// are dropped once candle has repacked the matrix for a kind of matmul, or at once
+    /// when the matrix has been laid out for `q4k_rows8` (nothing reads them again).
     pub fn with_pages(mut self, pages: Option<MappedPages>) -> Self {
+        if let (Some(p), Some(_)) = (&pages, &self.rows8) {
+            p.release();
+        }
         self.pages = pages;
         self
     }
@@ -65,14 +83,8 @@ impl Linear {
                 }
                 ys
             }
-            // One row on a CPU where candle's repacked tiles read more bytes than the
-            // stored blocks (its AVX2 tier): the stored-block dot products. The file pages
-            // are this path's working set, so they are not dropped after it.
-            QMatMul::QTensor(q) if stored_gemv::wanted(q.dtype()) && rows(xs) == 1 => {
-                match stored_gemv::gemv(q, xs)? {
-                    Some(ys) => ys.to_dtype(self.dtype)?,
-                    None => self.quantized_forward(xs)?,
-                }
+            QMatMul::QTensor(_) if self.rows8.is_some() => {
+                return Ok(Self::rows8_forward(&[self], xs)?.remove(0))
             }
             QMatMul::QTensor(_) => self.quantized_forward(xs)?,
             // Half-precision weights kept as stored on the CPU: widened for this call.
@@ -99,10 +111,41 @@ impl Linear {
         Ok(ys.to_dtype(self.dtype)?)
     }
 
-    /// Apply several layers to the same `xs`. For one row and quantized weights this is
-    /// candle's fused gemv (one quantization of `xs`, one parallel region: the decode
-    /// step's q/k/v and gate/up projections); otherwise each layer runs on its own.
+    /// Layers laid out for `q4k_rows8` applied to `xs` in one parallel region, bias added.
+    fn rows8_forward(layers: &[&Linear], xs: &Tensor) -> Result<Vec<Tensor>> {
+        let mats: Vec<&Q4kRows8> = layers.iter().filter_map(|l| l.rows8.as_deref()).collect();
+        let m = rows(xs);
+        let x: Vec<f32> = xs.to_dtype(DType::F32)?.flatten_all()?.to_vec1()?;
+        let outs = q4k_rows8::matmul(&mats, &x, m)?;
+        layers
+            .iter()
+            .zip(mats.iter().zip(outs))
+            .map(|(l, (w, y))| {
+                let mut dims = xs.dims().to_vec();
+                if let Some(last) = dims.last_mut() {
+                    *last = w.rows();
+                }
+                let y = Tensor::from_vec(y, dims, xs.device())?.to_dtype(l.dtype)?;
+                Ok(match &l.bias {
+                    Some(b) => y.broadcast_add(b)?,
+                    None => y,
+                })
+            })
+            .collect()
+    }
+
+    /// Apply several layers to the same `xs`. Layers all laid out for `q4k_rows8` share
+    /// one quantization of `xs` and one parallel region at any row count; otherwise, for
+    /// one row and quantized weights this is candle's fused gemv (the decode step's
+    /// q/k/v and gate/up projections); otherwise each layer runs on its own.
     pub fn forward_shared(layers: &[&Linear], xs: &Tensor) -> Result<Vec<Tensor>> {
+        let in_dim = xs.dims().last().copied();
+        if layers
+            .iter()
+            .all(|l| l.rows8.as_ref().map(|w| w.columns()) == in_dim)
+        {
+            return Self::rows8_forward(layers, xs);
+        }
         let qtensors: Option<Vec<&QTensor>> = layers
             .iter()
             .map(|l| match &l.weight {

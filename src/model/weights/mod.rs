@@ -31,10 +31,10 @@ mod linear;
 mod mapped;
 #[cfg(test)]
 mod mapped_tests;
+mod q4k_rows8;
 mod requant;
 mod safetensors;
 mod source;
-mod stored_gemv;
 
 use std::path::Path;
 use std::sync::Arc;
