@@ -231,7 +231,7 @@ impl TextModel {
             &format!("{PREFIX}.embed_tokens.weight"),
             (cfg.vocab_size, cfg.hidden_size),
         )?;
-        let embed_tokens = Linear::new(embed.clone(), None, ws.dtype());
+        let embed_tokens = Linear::rows_only(embed.clone(), ws.dtype());
         // Some exports of tied models still carry an lm_head copy; the config decides.
         // Only the head's matmuls repack the matrix, so the head holds its pages.
         let lm_head = if cfg.tie_word_embeddings {

@@ -1,13 +1,13 @@
 //! [`Linear`]: a matrix (quantized or float) and an optional bias, applied through candle's
-//! [`QMatMul`], or on CPUs whose quantized tier is AVX2, Q4_K matrices through the
-//! eight-row layout of `q4k_rows8.rs`.
+//! [`QMatMul`], or on CPUs whose quantized tier is AVX2, Q4_K and Q6_K matrices through
+//! the eight-row layouts of `rows8/`.
 
 use std::sync::Arc;
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Module, Tensor};
 
-use super::q4k_rows8::{self, Q4kRows8};
+use super::rows8::{self, Rows8};
 use super::MappedPages;
 use crate::error::Result;
 
@@ -25,17 +25,17 @@ pub struct Linear {
     /// The file pages of a matrix read in place, dropped after each new kind of matmul.
     pages: Option<MappedPages>,
     /// The matrix in the eight-row layout, when every matmul of it runs there.
-    rows8: Option<Arc<Q4kRows8>>,
+    rows8: Option<Arc<Rows8>>,
 }
 
 impl Linear {
-    /// Wrap an already loaded matrix. On a CPU whose quantized tier is AVX2 a Q4_K
-    /// matrix is laid out for `q4k_rows8`'s kernel here, once.
+    /// Wrap an already loaded matrix. On a CPU whose quantized tier is AVX2 a Q4_K or
+    /// Q6_K matrix is laid out for `rows8`'s kernels here, once.
     pub fn new(weight: QMatMul, bias: Option<Tensor>, dtype: DType) -> Self {
         let rows8 = match &weight {
             // A matrix the layout cannot hold (or a failed read of a CPU tensor's
             // bytes, which does not happen) keeps candle's kernels: slower, same answer.
-            QMatMul::QTensor(q) if q4k_rows8::wanted() => Q4kRows8::from_qtensor(q).ok().flatten(),
+            QMatMul::QTensor(q) if rows8::wanted() => Rows8::from_qtensor(q).ok().flatten(),
             _ => None,
         };
         Linear {
@@ -47,9 +47,20 @@ impl Linear {
         }
     }
 
+    /// A matrix only read by rows (an embedding table): never laid out for matmuls.
+    pub fn rows_only(weight: QMatMul, dtype: DType) -> Self {
+        Linear {
+            weight,
+            bias: None,
+            dtype,
+            pages: None,
+            rows8: None,
+        }
+    }
+
     /// The same layer, whose matrix is read in place from `pages` of a mapped file: they
     /// are dropped once candle has repacked the matrix for a kind of matmul, or at once
-    /// when the matrix has been laid out for `q4k_rows8` (nothing reads them again).
+    /// when the matrix has been laid out for `rows8` (nothing reads them again).
     pub fn with_pages(mut self, pages: Option<MappedPages>) -> Self {
         if let (Some(p), Some(_)) = (&pages, &self.rows8) {
             p.release();
@@ -111,12 +122,12 @@ impl Linear {
         Ok(ys.to_dtype(self.dtype)?)
     }
 
-    /// Layers laid out for `q4k_rows8` applied to `xs` in one parallel region, bias added.
+    /// Layers laid out for `rows8` applied to `xs` in one parallel region, bias added.
     fn rows8_forward(layers: &[&Linear], xs: &Tensor) -> Result<Vec<Tensor>> {
-        let mats: Vec<&Q4kRows8> = layers.iter().filter_map(|l| l.rows8.as_deref()).collect();
+        let mats: Vec<&Rows8> = layers.iter().filter_map(|l| l.rows8.as_deref()).collect();
         let m = rows(xs);
         let x: Vec<f32> = xs.to_dtype(DType::F32)?.flatten_all()?.to_vec1()?;
-        let outs = q4k_rows8::matmul(&mats, &x, m)?;
+        let outs = rows8::matmul(&mats, &x, m)?;
         layers
             .iter()
             .zip(mats.iter().zip(outs))
@@ -134,7 +145,7 @@ impl Linear {
             .collect()
     }
 
-    /// Apply several layers to the same `xs`. Layers all laid out for `q4k_rows8` share
+    /// Apply several layers to the same `xs`. Layers all laid out for `rows8` share
     /// one quantization of `xs` and one parallel region at any row count; otherwise, for
     /// one row and quantized weights this is candle's fused gemv (the decode step's
     /// q/k/v and gate/up projections); otherwise each layer runs on its own.

@@ -31,8 +31,8 @@ mod linear;
 mod mapped;
 #[cfg(test)]
 mod mapped_tests;
-mod q4k_rows8;
 mod requant;
+mod rows8;
 mod safetensors;
 mod source;
 

@@ -1,0 +1,480 @@
+//! Q4_K and Q6_K matrices laid out eight rows at a time, and their AVX2 matmul kernels:
+//! the CPU path for quantized matmuls where the best integer dot product is AVX2 (no
+//! VNNI: AMD Zen 2/3, Intel before Ice Lake, and a run forced there with
+//! `SIGHTLINE_CPU_FEATURES=avx2`).
+//!
+//! At that tier candle repacks each Q4_K matrix into tiles whose scales are widened to
+//! f32 (0.75 bytes a weight against the file's 0.5625, a second copy beside the file),
+//! and its one-row dot products walk one row at a time, spending a third of their
+//! instructions on each block's scales. llama.cpp's AVX2 path interleaves eight rows
+//! instead (`block_q4_Kx8`); these layouts follow the same idea, arranged so the kernels
+//! need no shuffles: per group of eight rows and per 256-value block, the low four bits
+//! of the eight rows four bytes at a time, so one 32-byte load holds the same eight
+//! weights of all eight rows, and the scales unpacked to one byte each, rows side by
+//! side (`q4k.rs` and `q6k.rs` give the details).
+//!
+//! A layout is the file's bytes rearranged (Q4_K 1,184 bytes per eight blocks against
+//! 1,152; Q6_K 1,696 against 1,680): a matrix is laid out once when the model loads, its
+//! file pages are then dropped, and every matmul of it — one row when decoding, many
+//! when prefilling — runs here, so candle never packs a copy of its own and the
+//! resident model is about the size of its files.
+//!
+//! The activation rows are quantized to Q8_K exactly as candle and llama.cpp do
+//! (`-127 / max` scale), and each output is the same integer sum of products as theirs;
+//! only the float accumulation order differs (pinned by the tests below). Decoding
+//! reads every weight once, so the kernels prefetch a few blocks ahead: the hardware
+//! prefetchers alone left a decode step 10% slower.
+
+mod q4k;
+mod q6k;
+
+use std::sync::Arc;
+
+use candle_core::quantized::{GgmlDType, QTensor};
+
+use crate::error::{Error, Result};
+use crate::model::qwen3_vl::cpu::{candle_quantized_tier, CandleQuantTier};
+
+/// Values per quantized block (GGML's `QK_K`).
+const QK_K: usize = 256;
+/// Rows laid out together.
+const ROWS: usize = 8;
+/// Activation rows one kernel call multiplies against the same eight weight rows.
+const TILE: usize = 4;
+/// How many blocks ahead of the one being read the kernels prefetch.
+const PREFETCH_BLOCKS: usize = 4;
+
+/// One activation block quantized to Q8_K, with the sums the kernels fold in.
+#[repr(C, align(32))]
+#[derive(Clone, Copy)]
+struct Q8Block {
+    qs: [i8; QK_K],
+    d: f32,
+    /// Q4_K mins: sub-block pair `p`, the sums of 32-value sub-blocks `2p` (low 16 bits)
+    /// and `2p + 1` (high 16 bits).
+    pair_sums: [i32; 4],
+    /// Q6_K's `-32` offset: 16-value group `j`, `-32 ×` the sum of its values at
+    /// positions 0 and 1 mod 4 (low 16 bits) and 2 and 3 mod 4 (high 16 bits), the two
+    /// 16-bit lanes a row's products of four consecutive values land in.
+    offsets: [i32; 16],
+}
+
+const Q8_ZERO: Q8Block = Q8Block {
+    qs: [0; QK_K],
+    d: 0.0,
+    pair_sums: [0; 4],
+    offsets: [0; 16],
+};
+
+/// Two 16-bit values in one 32-bit lane, `lo` first.
+fn pack16(lo: i32, hi: i32) -> i32 {
+    (lo & 0xFFFF) | (hi << 16)
+}
+
+/// Quantize one activation row of whole blocks to Q8_K (GGML's `quantize_row_q8_K`,
+/// as candle does it: values in `-127..=127`).
+fn quantize_row(xs: &[f32], out: &mut [Q8Block]) {
+    for (x, y) in xs.chunks_exact(QK_K).zip(out.iter_mut()) {
+        let (mut max, mut amax) = (0f32, 0f32);
+        for &v in x {
+            if amax < v.abs() {
+                amax = v.abs();
+                max = v;
+            }
+        }
+        if amax == 0.0 {
+            *y = Q8_ZERO;
+            continue;
+        }
+        let iscale = -127f32 / max;
+        for (q, &v) in y.qs.iter_mut().zip(x) {
+            *q = (iscale * v).round().clamp(-128.0, 127.0) as i8;
+        }
+        let sum = |from: usize, len: usize, keep: &dyn Fn(usize) -> bool| -> i32 {
+            (from..from + len)
+                .filter(|&i| keep(i))
+                .map(|i| y.qs[i] as i32)
+                .sum()
+        };
+        for p in 0..4 {
+            y.pair_sums[p] = pack16(sum(64 * p, 32, &|_| true), sum(64 * p + 32, 32, &|_| true));
+        }
+        for j in 0..16 {
+            y.offsets[j] = pack16(
+                -32 * sum(16 * j, 16, &|i| i % 4 < 2),
+                -32 * sum(16 * j, 16, &|i| i % 4 >= 2),
+            );
+        }
+        y.d = 1.0 / iscale;
+    }
+}
+
+/// The blocks of a laid-out matrix.
+enum Blocks {
+    Q4K(Vec<q4k::Block>),
+    Q6K(Vec<q6k::Block>),
+}
+
+/// A Q4_K or Q6_K matrix of `n` rows and `k` columns in the eight-row layout.
+pub(crate) struct Rows8 {
+    /// Row group `g`, block `b` at `g * k / 256 + b`.
+    blocks: Blocks,
+    n: usize,
+    k: usize,
+}
+
+impl std::fmt::Debug for Rows8 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.blocks {
+            Blocks::Q4K(_) => "Q4_K",
+            Blocks::Q6K(_) => "Q6_K",
+        };
+        write!(f, "Rows8({kind}, {}×{})", self.n, self.k)
+    }
+}
+
+/// Whether quantized matmuls on this CPU take this path: candle's tier is AVX2 (which
+/// honours a forced run) and the kernels can run.
+pub(crate) fn wanted() -> bool {
+    static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WANTED.get_or_init(|| {
+        matches!(candle_quantized_tier(), CandleQuantTier::Avx2 { .. }) && kernel_runs_here()
+    })
+}
+
+/// Whether this CPU has what the kernels use: AVX2, FMA and F16C (every AVX2 CPU has
+/// the other two).
+fn kernel_runs_here() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        has!("avx2") && has!("fma") && has!("f16c")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// A raw pointer handed to pool workers that write disjoint elements through it.
+#[derive(Clone, Copy)]
+struct SendPtr<T>(*mut T);
+// SAFETY: only used for writes to disjoint elements, each by one worker, while the
+// owner waits for the pool to finish.
+unsafe impl<T> Send for SendPtr<T> {}
+unsafe impl<T> Sync for SendPtr<T> {}
+
+impl<T> SendPtr<T> {
+    /// The pointer (a method, so closures capture the wrapper rather than its field).
+    fn get(self) -> *mut T {
+        self.0
+    }
+}
+
+/// Lay out `n × k` weights stored row-major as GGML blocks of `stored` bytes: each
+/// group of eight rows' block `b` becomes `interleave` of those eight stored blocks.
+fn lay_out<B: Copy + Send>(
+    data: &[u8],
+    (n, k): (usize, usize),
+    stored: usize,
+    empty: B,
+    interleave: fn([&[u8]; ROWS]) -> B,
+) -> Result<Vec<B>> {
+    let kb = k / QK_K;
+    if data.len() != n * kb * stored || !n.is_multiple_of(ROWS) || !k.is_multiple_of(QK_K) {
+        return Err(Error::Internal(format!(
+            "a {n}×{k} matrix of {} bytes in blocks of {stored}",
+            data.len()
+        )));
+    }
+    let mut blocks = vec![empty; n / ROWS * kb];
+    let out = SendPtr(blocks.as_mut_ptr());
+    candle_core::utils::barrier_pool().execute_chunked(n / ROWS, |groups| {
+        for g in groups {
+            for b in 0..kb {
+                let rows: [&[u8]; ROWS] = std::array::from_fn(|r| {
+                    let at = ((g * ROWS + r) * kb + b) * stored;
+                    &data[at..at + stored]
+                });
+                // SAFETY: each (group, block) is written by exactly one worker, and the
+                // index is within `blocks` (g < n / 8, b < kb).
+                unsafe { *out.get().add(g * kb + b) = interleave(rows) };
+            }
+        }
+    });
+    Ok(blocks)
+}
+
+impl Rows8 {
+    /// Lay out a CPU Q4_K or Q6_K matrix; `None` for anything else (another type or
+    /// device, rows not a multiple of eight, columns not whole blocks).
+    pub(crate) fn from_qtensor(q: &QTensor) -> Result<Option<Arc<Self>>> {
+        if !matches!(q.dtype(), GgmlDType::Q4K | GgmlDType::Q6K) || !q.device().is_cpu() {
+            return Ok(None);
+        }
+        let Ok((n, k)) = q.shape().dims2() else {
+            return Ok(None);
+        };
+        if !n.is_multiple_of(ROWS) || !k.is_multiple_of(QK_K) {
+            return Ok(None);
+        }
+        let data = q.data()?;
+        let blocks = match q.dtype() {
+            GgmlDType::Q4K => Blocks::Q4K(lay_out(
+                &data,
+                (n, k),
+                q4k::STORED_BYTES,
+                q4k::EMPTY,
+                q4k::interleave,
+            )?),
+            _ => Blocks::Q6K(lay_out(
+                &data,
+                (n, k),
+                q6k::STORED_BYTES,
+                q6k::EMPTY,
+                q6k::interleave,
+            )?),
+        };
+        Ok(Some(Arc::new(Rows8 { blocks, n, k })))
+    }
+
+    /// Rows of the matrix (outputs of a matmul).
+    pub(crate) fn rows(&self) -> usize {
+        self.n
+    }
+
+    /// Columns (inputs of a matmul).
+    pub(crate) fn columns(&self) -> usize {
+        self.k
+    }
+
+    /// Dot products of row group `g` with the first `count` of `rows`, into `dst[i][r]`.
+    fn group_dot(
+        &self,
+        g: usize,
+        rows: &[&[Q8Block]; TILE],
+        count: usize,
+        dst: &mut [[f32; ROWS]; TILE],
+    ) {
+        let kb = self.k / QK_K;
+        let span = g * kb..(g + 1) * kb;
+        // SAFETY: only reached through `matmul`, which checked `kernel_runs_here()`;
+        // every row of `rows` has `kb` blocks.
+        unsafe {
+            match &self.blocks {
+                Blocks::Q4K(b) => q4k::group_dot(&b[span], rows, count, dst),
+                Blocks::Q6K(b) => q6k::group_dot(&b[span], rows, count, dst),
+            }
+        }
+    }
+}
+
+/// `xs @ wᵀ` for each matrix of `mats` (all with `k` columns) and `m` rows of `xs`
+/// (row-major `m × k` f32): one `m × n` output per matrix. The rows are quantized once
+/// and every matrix runs in one parallel region (the decode step's q/k/v and gate/up).
+pub(crate) fn matmul(mats: &[&Rows8], xs: &[f32], m: usize) -> Result<Vec<Vec<f32>>> {
+    let Some(k) = mats.first().map(|w| w.k) else {
+        return Ok(Vec::new());
+    };
+    if mats.iter().any(|w| w.k != k) || xs.len() != m * k || !kernel_runs_here() {
+        return Err(Error::Internal(format!(
+            "eight-row matmul of {} values as {m} rows of {k}",
+            xs.len()
+        )));
+    }
+    let kb = k / QK_K;
+    let mut lhs = vec![Q8_ZERO; m * kb];
+    let lhs_ptr = SendPtr(lhs.as_mut_ptr());
+    let pool = candle_core::utils::barrier_pool();
+    let quantize = |rows: std::ops::Range<usize>| {
+        for i in rows {
+            // SAFETY: row `i`'s blocks are written by this worker only.
+            let out = unsafe { std::slice::from_raw_parts_mut(lhs_ptr.get().add(i * kb), kb) };
+            quantize_row(&xs[i * k..(i + 1) * k], out);
+        }
+    };
+    if m == 1 {
+        quantize(0..1);
+    } else {
+        pool.execute_chunked(m, quantize);
+    }
+
+    let mut outs: Vec<Vec<f32>> = mats.iter().map(|w| vec![0f32; m * w.n]).collect();
+    let out_ptrs: Vec<SendPtr<f32>> = outs.iter_mut().map(|o| SendPtr(o.as_mut_ptr())).collect();
+    // Work items: (matrix, row group) major, activation tile minor, so a worker walking
+    // a range keeps one group's weights in cache across the tiles.
+    let tiles = m.div_ceil(TILE);
+    let mut first_item = Vec::with_capacity(mats.len() + 1);
+    first_item.push(0usize);
+    for w in mats {
+        first_item.push(first_item.last().copied().unwrap_or(0) + w.n / ROWS * tiles);
+    }
+    let items = first_item.last().copied().unwrap_or(0);
+    let lhs = &lhs;
+    pool.execute_chunked(items, |range| {
+        for item in range {
+            let mat = first_item.partition_point(|&f| f <= item) - 1;
+            let (w, out) = (mats[mat], out_ptrs[mat]);
+            let local = item - first_item[mat];
+            let (g, tile) = (local / tiles, local % tiles);
+            let row0 = tile * TILE;
+            let count = TILE.min(m - row0);
+            let rows: [&[Q8Block]; TILE] = std::array::from_fn(|i| {
+                let row = row0 + i.min(count - 1);
+                &lhs[row * kb..(row + 1) * kb]
+            });
+            let mut dst = [[0f32; ROWS]; TILE];
+            w.group_dot(g, &rows, count, &mut dst);
+            for (i, vals) in dst.iter().take(count).enumerate() {
+                // SAFETY: this item alone writes columns 8g..8g+8 of rows row0..row0+count.
+                unsafe {
+                    let at = out.get().add((row0 + i) * w.n + g * ROWS);
+                    std::ptr::copy_nonoverlapping(vals.as_ptr(), at, ROWS);
+                }
+            }
+        }
+    });
+    Ok(outs)
+}
+
+/// Ask for quarter `part` of the block `PREFETCH_BLOCKS` after `block` (a hint: past
+/// the end of the matrix it does nothing).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn prefetch_ahead<B>(block: &B, part: usize) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    let lines = std::mem::size_of::<B>().div_ceil(64).div_ceil(4);
+    let ahead = (block as *const B)
+        .cast::<i8>()
+        .wrapping_add(PREFETCH_BLOCKS * std::mem::size_of::<B>() + 64 * lines * part);
+    for line in 0..lines {
+        // SAFETY: a prefetch never faults, whatever the address.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * line)) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::quantized::QMatMul;
+    use candle_core::{Device, Module, Tensor};
+
+    /// Both paths quantize the rows to Q8_K identically and sum the same integer
+    /// products; only the float summation order differs. Relative to the largest output.
+    const ROWS8_VS_CANDLE_RTOL: f32 = 1e-5;
+
+    /// `n × k` weights whose scale and offset change every 16 values, so the sub-blocks
+    /// of a block get different scales and mins (uniform weights would give them all
+    /// the same, and a kernel that mixed them up would pass).
+    pub(super) fn weights(seed: u64, n: usize, k: usize) -> Vec<f32> {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut out = Vec::with_capacity(n * k);
+        for _ in 0..n * k / 16 {
+            let amp = rng.random_range(0.005f32..0.2);
+            let offset = rng.random_range(-0.1f32..0.1);
+            out.extend((0..16).map(|_| offset + rng.random_range(-amp..amp)));
+        }
+        out
+    }
+
+    fn max_rel_diff(a: &[f32], b: &[f32]) -> f32 {
+        let scale = b
+            .iter()
+            .fold(0f32, |m, v| m.max(v.abs()))
+            .max(f32::MIN_POSITIVE);
+        a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs())) / scale
+    }
+
+    fn laid_out(w: &Tensor, dtype: GgmlDType) -> anyhow::Result<Arc<Rows8>> {
+        Rows8::from_qtensor(&QTensor::quantize(w, dtype)?)?
+            .ok_or_else(|| anyhow::anyhow!("{dtype:?} declined"))
+    }
+
+    #[test]
+    fn every_row_count_matches_candles_quantized_matmul() -> anyhow::Result<()> {
+        if !kernel_runs_here() {
+            eprintln!("skipped: this CPU has no AVX2");
+            return Ok(());
+        }
+        let dev = Device::Cpu;
+        // Shapes of the 2B model's projections (n scaled down), one block and several;
+        // row counts covering one row, a partial tile, whole tiles and a remainder.
+        for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
+            for (seed, (n, k)) in [(1u64, (64, 256)), (2, (96, 2048)), (3, (48, 768))] {
+                let w = Tensor::from_vec(weights(seed, n, k), (n, k), &dev)?;
+                let rows8 = laid_out(&w, dtype)?;
+                // candle's own quantized matmul: GGML's dot products on the stored
+                // blocks, or its repacked tiles, whichever this CPU takes.
+                let reference = QMatMul::from_qtensor(QTensor::quantize(&w, dtype)?)?;
+                for m in [1usize, 2, 3, 4, 5, 9] {
+                    let x = weights(seed + 100 + m as u64, m, k);
+                    let ours = matmul(&[&rows8], &x, m)?.remove(0);
+                    let xs = Tensor::from_vec(x, (m, k), &dev)?;
+                    let theirs = reference.forward(&xs)?.flatten_all()?.to_vec1::<f32>()?;
+                    let d = max_rel_diff(&ours, &theirs);
+                    anyhow::ensure!(
+                        d <= ROWS8_VS_CANDLE_RTOL,
+                        "{dtype:?} n={n} k={k} m={m}: rel diff {d}"
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn several_matrices_in_one_region_match_each_alone() -> anyhow::Result<()> {
+        if !kernel_runs_here() {
+            return Ok(());
+        }
+        let dev = Device::Cpu;
+        let k = 512;
+        let mats: Vec<Arc<Rows8>> = [
+            (1u64, 16usize, GgmlDType::Q4K),
+            (2, 40, GgmlDType::Q6K),
+            (3, 8, GgmlDType::Q4K),
+        ]
+        .iter()
+        .map(|&(seed, n, dtype)| {
+            laid_out(&Tensor::from_vec(weights(seed, n, k), (n, k), &dev)?, dtype)
+        })
+        .collect::<anyhow::Result<_>>()?;
+        let refs: Vec<&Rows8> = mats.iter().map(|m| m.as_ref()).collect();
+        for m in [1usize, 6] {
+            let x = weights(9, m, k);
+            let together = matmul(&refs, &x, m)?;
+            for (w, out) in refs.iter().zip(&together) {
+                anyhow::ensure!(out.len() == m * w.rows());
+                anyhow::ensure!(*out == matmul(&[w], &x, m)?[0], "m={m}");
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn matrices_the_layout_cannot_hold_are_declined() -> anyhow::Result<()> {
+        let dev = Device::Cpu;
+        let w = Tensor::from_vec(weights(4, 16, 256), (16, 256), &dev)?;
+        let q8 = QTensor::quantize(&w, GgmlDType::Q8_0)?;
+        anyhow::ensure!(Rows8::from_qtensor(&q8)?.is_none());
+        let w12 = Tensor::from_vec(weights(5, 12, 256), (12, 256), &dev)?;
+        for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
+            let q12 = QTensor::quantize(&w12, dtype)?;
+            anyhow::ensure!(
+                Rows8::from_qtensor(&q12)?.is_none(),
+                "12 rows are not whole groups"
+            );
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_matmul_with_mismatched_inputs_is_an_error() -> anyhow::Result<()> {
+        let dev = Device::Cpu;
+        let w = Tensor::from_vec(weights(6, 8, 256), (8, 256), &dev)?;
+        let rows8 = laid_out(&w, GgmlDType::Q4K)?;
+        anyhow::ensure!(matmul(&[&rows8], &[0.0; 255], 1).is_err());
+        Ok(())
+    }
+}

@@ -1,0 +1,215 @@
+//! The Q4_K eight-row layout and its AVX2 kernel.
+//!
+//! Stored Q4_K (GGML `block_q4_K`, 144 bytes per 256 values): `d`, `dmin` (f16), the
+//! eight 32-value sub-blocks' 6-bit scales and mins packed in 12 bytes, and 128 bytes of
+//! nibbles where byte `32p + l` holds value `64p + l` (low nibble) and `64p + 32 + l`
+//! (high). A value is `d · scale · q - dmin · min`.
+//!
+//! Here, per eight rows: the nibble bytes of pair `p` of sub-blocks four at a time, all
+//! eight rows side by side; scales and mins one byte each. Within a 32-value sub-block
+//! the kernel sums products in 16-bit lanes before applying the scale, which cannot
+//! overflow: a pair of products is at most 2·15·127 = 3,810 and a lane sums eight pairs
+//! (30,480 < 32,767). The mins are folded in with the activation's per-sub-block sums.
+
+use half::f16;
+
+use super::{Q8Block, ROWS, TILE};
+
+/// Bytes of one stored Q4_K block.
+pub(super) const STORED_BYTES: usize = 144;
+
+/// Eight rows' worth of one 256-value block.
+#[repr(C, align(32))]
+#[derive(Clone, Copy)]
+pub(super) struct Block {
+    /// Pair `p` of 32-value sub-blocks, four-byte group `t`, row `r`: the stored bytes
+    /// `qs[32p + 4t ..][..4]` of row `r` at `256p + 32t + 4r`.
+    qs: [u8; 1024],
+    /// Sub-block `j`, row `r` at `8j + r`.
+    scales: [u8; 64],
+    /// Sub-block pair `p`, row `r`: the mins of sub-blocks `2p` and `2p + 1` at
+    /// `16p + 2r` and `16p + 2r + 1`.
+    mins: [u8; 64],
+    d: [f16; ROWS],
+    dmin: [f16; ROWS],
+}
+
+const _: () = assert!(std::mem::size_of::<Block>() == 1184);
+
+pub(super) const EMPTY: Block = Block {
+    qs: [0; 1024],
+    scales: [0; 64],
+    mins: [0; 64],
+    d: [f16::ZERO; ROWS],
+    dmin: [f16::ZERO; ROWS],
+};
+
+/// The scale and min of sub-block `j` from a Q4_K block's 12 packed bytes (GGML's
+/// `get_scale_min_k4`).
+fn scale_min(j: usize, q: &[u8]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        (
+            (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4),
+            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+        )
+    }
+}
+
+/// One [`Block`] from the same stored block of eight consecutive rows.
+pub(super) fn interleave(rows: [&[u8]; ROWS]) -> Block {
+    let mut out = EMPTY;
+    for (r, src) in rows.iter().enumerate() {
+        out.d[r] = f16::from_le_bytes([src[0], src[1]]);
+        out.dmin[r] = f16::from_le_bytes([src[2], src[3]]);
+        let (packed, qs) = (&src[4..16], &src[16..STORED_BYTES]);
+        for j in 0..8 {
+            let (sc, m) = scale_min(j, packed);
+            out.scales[8 * j + r] = sc;
+            out.mins[16 * (j / 2) + 2 * r + j % 2] = m;
+        }
+        for p in 0..4 {
+            for t in 0..8 {
+                let at = 256 * p + 32 * t + 4 * r;
+                out.qs[at..at + 4].copy_from_slice(&qs[32 * p + 4 * t..32 * p + 4 * t + 4]);
+            }
+        }
+    }
+    out
+}
+
+/// Dot products of eight weight rows (`w`: their blocks) with the first `count` of
+/// `rows` (Q8_K activation rows), into `dst[i][r]`.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C; every row of `rows` has `w.len()` blocks.
+#[cfg(target_arch = "x86_64")]
+pub(super) unsafe fn group_dot(
+    w: &[Block],
+    rows: &[&[Q8Block]; TILE],
+    count: usize,
+    dst: &mut [[f32; ROWS]; TILE],
+) {
+    // SAFETY: the caller's guarantees are the kernel's.
+    unsafe {
+        match count {
+            1 => group_dot_n::<1>(w, rows, dst),
+            2 => group_dot_n::<2>(w, rows, dst),
+            3 => group_dot_n::<3>(w, rows, dst),
+            _ => group_dot_n::<4>(w, rows, dst),
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn group_dot_n<const R: usize>(
+    w: &[Block],
+    rows: &[&[Q8Block]; TILE],
+    dst: &mut [[f32; ROWS]; TILE],
+) {
+    use std::arch::x86_64::*;
+    // SAFETY: every read is within a block (offsets below 1024 / 64 / 256) and the
+    // caller guarantees the CPU features.
+    unsafe {
+        let m4 = _mm256_set1_epi8(0x0F);
+        let mut acc = [_mm256_setzero_ps(); R];
+        let mut acc_min = [_mm256_setzero_ps(); R];
+        for (b, blk) in w.iter().enumerate() {
+            let d = _mm256_cvtph_ps(_mm_loadu_si128(blk.d.as_ptr().cast()));
+            let dmin = _mm256_cvtph_ps(_mm_loadu_si128(blk.dmin.as_ptr().cast()));
+            let mut sums = [_mm256_setzero_si256(); R];
+            let mut min_sums = [_mm256_setzero_si256(); R];
+            for p in 0..4 {
+                super::prefetch_ahead(blk, p);
+                let sc = _mm_loadu_si128(blk.scales.as_ptr().add(16 * p).cast());
+                let sc_lo = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(sc, sc));
+                let sc_hi = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sc, sc));
+                let mins =
+                    _mm256_cvtepu8_epi16(_mm_loadu_si128(blk.mins.as_ptr().add(16 * p).cast()));
+                let mut lo_acc = [_mm256_setzero_si256(); R];
+                let mut hi_acc = [_mm256_setzero_si256(); R];
+                for t in 0..8 {
+                    let raw = _mm256_load_si256(blk.qs.as_ptr().add(256 * p + 32 * t).cast());
+                    let lo = _mm256_and_si256(raw, m4);
+                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(raw), m4);
+                    for i in 0..R {
+                        let x = rows[i][b].qs.as_ptr().add(64 * p + 4 * t);
+                        let x_lo = _mm256_set1_epi32(x.cast::<i32>().read_unaligned());
+                        let x_hi = _mm256_set1_epi32(x.add(32).cast::<i32>().read_unaligned());
+                        lo_acc[i] = _mm256_add_epi16(lo_acc[i], _mm256_maddubs_epi16(lo, x_lo));
+                        hi_acc[i] = _mm256_add_epi16(hi_acc[i], _mm256_maddubs_epi16(hi, x_hi));
+                    }
+                }
+                for i in 0..R {
+                    let scaled = _mm256_add_epi32(
+                        _mm256_madd_epi16(lo_acc[i], sc_lo),
+                        _mm256_madd_epi16(hi_acc[i], sc_hi),
+                    );
+                    sums[i] = _mm256_add_epi32(sums[i], scaled);
+                    let pair = _mm256_set1_epi32(rows[i][b].pair_sums[p]);
+                    min_sums[i] = _mm256_add_epi32(min_sums[i], _mm256_madd_epi16(mins, pair));
+                }
+            }
+            for i in 0..R {
+                let dy = _mm256_set1_ps(rows[i][b].d);
+                acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(sums[i]), acc[i]);
+                acc_min[i] = _mm256_fmadd_ps(
+                    _mm256_mul_ps(dmin, dy),
+                    _mm256_cvtepi32_ps(min_sums[i]),
+                    acc_min[i],
+                );
+            }
+        }
+        for i in 0..R {
+            _mm256_storeu_ps(dst[i].as_mut_ptr(), _mm256_sub_ps(acc[i], acc_min[i]));
+        }
+    }
+}
+
+/// Never called: the eight-row path is taken on x86-64 only.
+#[cfg(not(target_arch = "x86_64"))]
+pub(super) unsafe fn group_dot(
+    _w: &[Block],
+    _rows: &[&[Q8Block]; TILE],
+    _count: usize,
+    _dst: &mut [[f32; ROWS]; TILE],
+) {
+    unreachable!("the eight-row kernels run on x86-64 only")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::quantized::{GgmlDType, QTensor};
+    use candle_core::{Device, Tensor};
+
+    #[test]
+    fn the_layout_keeps_every_weight() -> anyhow::Result<()> {
+        let dev = Device::Cpu;
+        let w = Tensor::from_vec(super::super::tests::weights(4, 16, 256), (16, 256), &dev)?;
+        let q = QTensor::quantize(&w, GgmlDType::Q4K)?;
+        let data = q.data()?;
+        let stored = q.dequantize(&dev)?.to_vec2::<f32>()?;
+        for (r, row) in stored.iter().enumerate() {
+            let group = r / ROWS;
+            let blk = interleave(std::array::from_fn(|i| {
+                let at = (group * ROWS + i) * STORED_BYTES;
+                &data[at..at + STORED_BYTES]
+            }));
+            let rr = r % ROWS;
+            for (i, &v) in row.iter().enumerate() {
+                let (j, l) = (i / 32, i % 32);
+                let p = j / 2;
+                let byte = blk.qs[256 * p + 32 * (l / 4) + 4 * rr + l % 4];
+                let q = if j % 2 == 1 { byte >> 4 } else { byte & 15 } as f32;
+                let m = blk.mins[16 * p + 2 * rr + j % 2] as f32;
+                let ours = blk.d[rr].to_f32() * blk.scales[8 * j + rr] as f32 * q
+                    - blk.dmin[rr].to_f32() * m;
+                anyhow::ensure!((ours - v).abs() <= 1e-6, "row {r} col {i}: {ours} vs {v}");
+            }
+        }
+        Ok(())
+    }
+}
