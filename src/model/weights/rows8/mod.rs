@@ -177,7 +177,6 @@ fn lay_out<B: Copy + Send>(
     data: &[u8],
     (n, k): (usize, usize),
     stored: usize,
-    empty: B,
     interleave: fn([&[u8]; ROWS]) -> B,
 ) -> Result<Vec<B>> {
     let kb = k / QK_K;
@@ -187,7 +186,9 @@ fn lay_out<B: Copy + Send>(
             data.len()
         )));
     }
-    let mut blocks = vec![empty; n / ROWS * kb];
+    let count = n / ROWS * kb;
+    let mut blocks: Vec<B> = Vec::with_capacity(count);
+    huge_pages(blocks.as_mut_ptr().cast(), count * std::mem::size_of::<B>());
     let out = SendPtr(blocks.as_mut_ptr());
     candle_core::utils::barrier_pool().execute_chunked(n / ROWS, |groups| {
         for g in groups {
@@ -197,12 +198,34 @@ fn lay_out<B: Copy + Send>(
                     &data[at..at + stored]
                 });
                 // SAFETY: each (group, block) is written by exactly one worker, and the
-                // index is within `blocks` (g < n / 8, b < kb).
-                unsafe { *out.get().add(g * kb + b) = interleave(rows) };
+                // index is within the capacity (g < n / 8, b < kb).
+                unsafe { out.get().add(g * kb + b).write(interleave(rows)) };
             }
         }
     });
+    // SAFETY: the pool has returned, and it wrote every one of the `count` elements.
+    unsafe { blocks.set_len(count) };
     Ok(blocks)
+}
+
+/// Ask the kernel to back `len` bytes at `ptr` (not yet touched) with transparent huge
+/// pages where it is set to do so on request (`madvise` mode, common): a decode step
+/// streams the whole model, and with 4 KiB pages every page is a TLB miss and a place
+/// where the hardware prefetchers stop. A hint; nothing depends on it being honoured.
+fn huge_pages(ptr: *mut u8, len: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let start = (ptr as usize).next_multiple_of(HUGE);
+        let end = (ptr as usize + len) / HUGE * HUGE;
+        if end > start {
+            // SAFETY: the range lies within an allocation this caller owns; MADV_HUGEPAGE
+            // changes only how the kernel backs it, never its contents.
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (ptr, len);
 }
 
 impl Rows8 {
@@ -220,20 +243,10 @@ impl Rows8 {
         }
         let data = q.data()?;
         let blocks = match q.dtype() {
-            GgmlDType::Q4K => Blocks::Q4K(lay_out(
-                &data,
-                (n, k),
-                q4k::STORED_BYTES,
-                q4k::EMPTY,
-                q4k::interleave,
-            )?),
-            _ => Blocks::Q6K(lay_out(
-                &data,
-                (n, k),
-                q6k::STORED_BYTES,
-                q6k::EMPTY,
-                q6k::interleave,
-            )?),
+            GgmlDType::Q4K => {
+                Blocks::Q4K(lay_out(&data, (n, k), q4k::STORED_BYTES, q4k::interleave)?)
+            }
+            _ => Blocks::Q6K(lay_out(&data, (n, k), q6k::STORED_BYTES, q6k::interleave)?),
         };
         Ok(Some(Arc::new(Rows8 { blocks, n, k })))
     }
@@ -448,6 +461,56 @@ mod tests {
                 anyhow::ensure!(out.len() == m * w.rows());
                 anyhow::ensure!(*out == matmul(&[w], &x, m)?[0], "m={m}");
             }
+        }
+        Ok(())
+    }
+
+    /// One-row matmuls (a decode step's kind) on weights far larger than the caches and on
+    /// weights that stay in L2, in GB of weights per second of wall time, with the pool's
+    /// threads (`CANDLE_NUM_THREADS`): whether the kernels are bound by memory or by
+    /// arithmetic. Run optimized with `--ignored --nocapture`.
+    #[test]
+    #[ignore = "measurement"]
+    fn rows8_gemv_bandwidth_timing() -> anyhow::Result<()> {
+        if !kernel_runs_here() {
+            return Ok(());
+        }
+        let dev = Device::Cpu;
+        let (n, k) = (6144, 2048);
+        for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
+            let w = Tensor::from_vec(weights(11, n, k), (n, k), &dev)?;
+            let bytes_one = n * k / QK_K * dtype.type_size();
+            // 16 distinct copies (~110-170 MB): every call reads from memory.
+            let big: Vec<Arc<Rows8>> = (0..16)
+                .map(|_| laid_out(&w, dtype))
+                .collect::<anyhow::Result<_>>()?;
+            let small = laid_out(
+                &Tensor::from_vec(weights(12, 256, k), (256, k), &dev)?,
+                dtype,
+            )?;
+            let x = weights(13, 1, k);
+            let time = |mats: &[&Rows8], reps: usize| -> anyhow::Result<f64> {
+                let mut best = f64::INFINITY;
+                for _ in 0..3 {
+                    let t = std::time::Instant::now();
+                    for _ in 0..reps {
+                        for m in mats {
+                            matmul(&[m], &x, 1)?;
+                        }
+                    }
+                    best = best.min(t.elapsed().as_secs_f64());
+                }
+                Ok(best)
+            };
+            let big_refs: Vec<&Rows8> = big.iter().map(|m| m.as_ref()).collect();
+            let secs = time(&big_refs, 2)?;
+            let dram = (2 * 16 * bytes_one) as f64 / secs / 1e9;
+            let small_bytes = 256 * k / QK_K * dtype.type_size();
+            let secs = time(&[small.as_ref()], 2000)?;
+            let cached = (2000 * small_bytes) as f64 / secs / 1e9;
+            println!(
+                "{dtype:?} one-row matmul: {dram:.1} GB/s from memory, {cached:.1} GB/s from L2"
+            );
         }
         Ok(())
     }
