@@ -140,51 +140,49 @@ unsafe fn group_dot_n<const R: usize>(
                     _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s_hi, s_hi)),
                     _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(s_hi, s_hi)),
                 ];
+                // One 16-value group of each row at a time (group 4p + u from the low
+                // nibbles, 4p + 2 + u from the high ones): R accumulators stay in
+                // registers even at R = 4; the nibble bytes are re-read from L1 instead.
                 for u in 0..2 {
-                    let mut lo_acc = [_mm256_setzero_si256(); R];
-                    let mut hi_acc = [_mm256_setzero_si256(); R];
-                    for half in 0..2 {
-                        let wi = 2 * u + half;
-                        let hb = _mm256_load_si256(blk.high.as_ptr().add(128 * p + 32 * wi).cast());
-                        for s in 0..2 {
-                            let t = 2 * wi + s;
+                    for (high_nibbles, sc, group) in [
+                        (false, sc_lo[u], 4 * p + u),
+                        (true, sc_hi[u], 4 * p + 2 + u),
+                    ] {
+                        let mut acc16 = [_mm256_setzero_si256(); R];
+                        for t in 4 * u..4 * u + 4 {
                             let raw =
                                 _mm256_load_si256(blk.qs.as_ptr().add(256 * p + 32 * t).cast());
-                            let (h_lo, h_hi) = if s == 0 {
-                                (_mm256_slli_epi16::<4>(hb), _mm256_slli_epi16::<2>(hb))
-                            } else {
-                                (hb, _mm256_srli_epi16::<2>(hb))
+                            let hb = _mm256_load_si256(
+                                blk.high.as_ptr().add(128 * p + 32 * (t / 2)).cast(),
+                            );
+                            // The two high bits of this value to bits 4-5 (layout in `high`).
+                            let top = match (t % 2, high_nibbles) {
+                                (0, false) => _mm256_slli_epi16::<4>(hb),
+                                (0, true) => _mm256_slli_epi16::<2>(hb),
+                                (_, false) => hb,
+                                (_, true) => _mm256_srli_epi16::<2>(hb),
                             };
-                            let lo = _mm256_or_si256(
-                                _mm256_and_si256(raw, m4),
-                                _mm256_and_si256(h_lo, m30),
+                            let low = if high_nibbles {
+                                _mm256_srli_epi16::<4>(raw)
+                            } else {
+                                raw
+                            };
+                            let q = _mm256_or_si256(
+                                _mm256_and_si256(low, m4),
+                                _mm256_and_si256(top, m30),
                             );
-                            let hi = _mm256_or_si256(
-                                _mm256_and_si256(_mm256_srli_epi16::<4>(raw), m4),
-                                _mm256_and_si256(h_hi, m30),
-                            );
+                            let at = 64 * p + 32 * usize::from(high_nibbles) + 4 * t;
                             for i in 0..R {
-                                let x = rows[i][b].qs.as_ptr().add(64 * p + 4 * t);
-                                let x_lo = _mm256_set1_epi32(x.cast::<i32>().read_unaligned());
-                                let x_hi =
-                                    _mm256_set1_epi32(x.add(32).cast::<i32>().read_unaligned());
-                                lo_acc[i] =
-                                    _mm256_add_epi16(lo_acc[i], _mm256_maddubs_epi16(lo, x_lo));
-                                hi_acc[i] =
-                                    _mm256_add_epi16(hi_acc[i], _mm256_maddubs_epi16(hi, x_hi));
+                                let x = rows[i][b].qs.as_ptr().add(at).cast::<i32>();
+                                let x = _mm256_set1_epi32(x.read_unaligned());
+                                acc16[i] = _mm256_add_epi16(acc16[i], _mm256_maddubs_epi16(q, x));
                             }
                         }
-                    }
-                    for i in 0..R {
-                        let offsets = &rows[i][b].offsets;
-                        let lo = _mm256_add_epi16(lo_acc[i], _mm256_set1_epi32(offsets[4 * p + u]));
-                        let hi =
-                            _mm256_add_epi16(hi_acc[i], _mm256_set1_epi32(offsets[4 * p + 2 + u]));
-                        let scaled = _mm256_add_epi32(
-                            _mm256_madd_epi16(lo, sc_lo[u]),
-                            _mm256_madd_epi16(hi, sc_hi[u]),
-                        );
-                        sums[i] = _mm256_add_epi32(sums[i], scaled);
+                        for i in 0..R {
+                            let offset = _mm256_set1_epi32(rows[i][b].offsets[group]);
+                            let exact = _mm256_add_epi16(acc16[i], offset);
+                            sums[i] = _mm256_add_epi32(sums[i], _mm256_madd_epi16(exact, sc));
+                        }
                     }
                 }
             }
