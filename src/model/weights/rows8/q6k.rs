@@ -86,32 +86,14 @@ pub(super) fn interleave(rows: [&[u8]; ROWS]) -> Block {
     out
 }
 
-/// Dot products of eight weight rows (`w`: their blocks) with the first `count` of
-/// `rows` (Q8_K activation rows), into `dst[i][r]`.
+/// Dot products of eight weight rows (`w`: their blocks) with the `R` first `rows`
+/// (Q8_K activation rows), into `dst[i][r]`.
 ///
 /// # Safety
 /// The CPU must have AVX2, FMA and F16C; every row of `rows` has `w.len()` blocks.
 #[cfg(target_arch = "x86_64")]
-pub(super) unsafe fn group_dot(
-    w: &[Block],
-    rows: &[&[Q8Block]; TILE],
-    count: usize,
-    dst: &mut [[f32; ROWS]; TILE],
-) {
-    // SAFETY: the caller's guarantees are the kernel's.
-    unsafe {
-        match count {
-            1 => group_dot_n::<1>(w, rows, dst),
-            2 => group_dot_n::<2>(w, rows, dst),
-            3 => group_dot_n::<3>(w, rows, dst),
-            _ => group_dot_n::<4>(w, rows, dst),
-        }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn group_dot_n<const R: usize>(
+pub(super) unsafe fn group_dot<const R: usize>(
     w: &[Block],
     rows: &[&[Q8Block]; TILE],
     dst: &mut [[f32; ROWS]; TILE],
@@ -195,17 +177,6 @@ unsafe fn group_dot_n<const R: usize>(
             _mm256_storeu_ps(dst[i].as_mut_ptr(), acc[i]);
         }
     }
-}
-
-/// Never called: the eight-row path is taken on x86-64 only.
-#[cfg(not(target_arch = "x86_64"))]
-pub(super) unsafe fn group_dot(
-    _w: &[Block],
-    _rows: &[&[Q8Block]; TILE],
-    _count: usize,
-    _dst: &mut [[f32; ROWS]; TILE],
-) {
-    unreachable!("the eight-row kernels run on x86-64 only")
 }
 
 #[cfg(test)]
