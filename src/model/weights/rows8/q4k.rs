@@ -13,7 +13,7 @@
 
 use half::f16;
 
-use super::{Q8Block, ROWS, TILE};
+use super::shared::{Q8Block, ROWS, TILE};
 
 /// Bytes of one stored Q4_K block.
 pub(super) const STORED_BYTES: usize = 144;
@@ -104,7 +104,7 @@ pub(super) unsafe fn group_dot<const R: usize>(
             let mut sums = [_mm256_setzero_si256(); R];
             let mut min_sums = [_mm256_setzero_si256(); R];
             for p in 0..4 {
-                super::prefetch_ahead(blk, p);
+                super::shared::prefetch_ahead(blk, p);
                 let sc = _mm_loadu_si128(blk.scales.as_ptr().add(16 * p).cast());
                 let sc_lo = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(sc, sc));
                 let sc_hi = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sc, sc));
@@ -159,7 +159,11 @@ mod tests {
     #[test]
     fn the_layout_keeps_every_weight() -> anyhow::Result<()> {
         let dev = Device::Cpu;
-        let w = Tensor::from_vec(super::super::tests::weights(4, 16, 256), (16, 256), &dev)?;
+        let w = Tensor::from_vec(
+            super::super::shared::test_weights(4, 16, 256),
+            (16, 256),
+            &dev,
+        )?;
         let q = QTensor::quantize(&w, GgmlDType::Q4K)?;
         let data = q.data()?;
         let stored = q.dequantize(&dev)?.to_vec2::<f32>()?;

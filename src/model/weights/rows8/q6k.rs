@@ -16,7 +16,7 @@
 
 use half::f16;
 
-use super::{Q8Block, ROWS, TILE};
+use super::shared::{Q8Block, ROWS, TILE};
 
 /// Bytes of one stored Q6_K block.
 pub(super) const STORED_BYTES: usize = 210;
@@ -109,7 +109,7 @@ pub(super) unsafe fn group_dot<const R: usize>(
             let d = _mm256_loadu_ps(blk.d.as_ptr());
             let mut sums = [_mm256_setzero_si256(); R];
             for p in 0..4 {
-                super::prefetch_ahead(blk, p);
+                super::shared::prefetch_ahead(blk, p);
                 // Scales of groups 4p, 4p+1 (low nibbles) and 4p+2, 4p+3 (high), each
                 // row's twice, for the two 16-bit lanes its products land in.
                 let s_lo = _mm_loadu_si128(blk.scales.as_ptr().add(32 * p).cast());
@@ -188,7 +188,11 @@ mod tests {
     #[test]
     fn the_layout_keeps_every_weight() -> anyhow::Result<()> {
         let dev = Device::Cpu;
-        let w = Tensor::from_vec(super::super::tests::weights(7, 16, 512), (16, 512), &dev)?;
+        let w = Tensor::from_vec(
+            super::super::shared::test_weights(7, 16, 512),
+            (16, 512),
+            &dev,
+        )?;
         let q = QTensor::quantize(&w, GgmlDType::Q6K)?;
         let data = q.data()?;
         let stored = q.dequantize(&dev)?.to_vec2::<f32>()?;

@@ -1,0 +1,128 @@
+//! What the eight-row layouts and their kernels share: the block shapes, the quantized
+//! activation rows and the prefetch hint.
+
+/// Values per quantized block (GGML's `QK_K`).
+pub(super) const QK_K: usize = 256;
+/// Rows laid out together.
+pub(super) const ROWS: usize = 8;
+/// Activation rows one kernel call multiplies against the same eight weight rows.
+pub(super) const TILE: usize = 4;
+/// How many blocks ahead of the one being read the kernels prefetch.
+const PREFETCH_BLOCKS: usize = 4;
+
+/// One activation block quantized to Q8_K, with the sums the kernels fold in.
+#[repr(C, align(32))]
+#[derive(Clone, Copy)]
+pub(super) struct Q8Block {
+    pub(super) qs: [i8; QK_K],
+    pub(super) d: f32,
+    /// Q4_K mins: sub-block pair `p`, the sums of 32-value sub-blocks `2p` (low 16 bits)
+    /// and `2p + 1` (high 16 bits).
+    pub(super) pair_sums: [i32; 4],
+    /// Q6_K's `-32` offset: 16-value group `j`, `-32 ×` the sum of its values at
+    /// positions 0 and 1 mod 4 (low 16 bits) and 2 and 3 mod 4 (high 16 bits), the two
+    /// 16-bit lanes a row's products of four consecutive values land in.
+    pub(super) offsets: [i32; 16],
+}
+
+pub(super) const Q8_ZERO: Q8Block = Q8Block {
+    qs: [0; QK_K],
+    d: 0.0,
+    pair_sums: [0; 4],
+    offsets: [0; 16],
+};
+
+/// Two 16-bit values in one 32-bit lane, `lo` first.
+fn pack16(lo: i32, hi: i32) -> i32 {
+    (lo & 0xFFFF) | (hi << 16)
+}
+
+/// Quantize one activation row of whole blocks to Q8_K (GGML's `quantize_row_q8_K`,
+/// as candle does it: values in `-127..=127`, rounded half away from zero).
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA (compiled for them so the rounding is inlined and
+/// the loops vectorized).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn quantize_row(xs: &[f32], out: &mut [Q8Block]) {
+    quantize_row_generic(xs, out)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub(super) unsafe fn quantize_row(xs: &[f32], out: &mut [Q8Block]) {
+    quantize_row_generic(xs, out)
+}
+
+#[inline(always)]
+fn quantize_row_generic(xs: &[f32], out: &mut [Q8Block]) {
+    for (x, y) in xs.chunks_exact(QK_K).zip(out.iter_mut()) {
+        let (mut max, mut amax) = (0f32, 0f32);
+        for &v in x {
+            if amax < v.abs() {
+                amax = v.abs();
+                max = v;
+            }
+        }
+        if amax == 0.0 {
+            *y = Q8_ZERO;
+            continue;
+        }
+        let iscale = -127f32 / max;
+        for (q, &v) in y.qs.iter_mut().zip(x) {
+            *q = (iscale * v).round().clamp(-128.0, 127.0) as i8;
+        }
+        // Per 16-value group: the sums at positions 0, 1 and 2, 3 mod 4.
+        let mut low = [0i32; 16];
+        let mut high = [0i32; 16];
+        for (j, group) in y.qs.chunks_exact(16).enumerate() {
+            for four in group.chunks_exact(4) {
+                low[j] += four[0] as i32 + four[1] as i32;
+                high[j] += four[2] as i32 + four[3] as i32;
+            }
+        }
+        for p in 0..4 {
+            let group = |j: usize| low[j] + high[j];
+            y.pair_sums[p] = pack16(
+                group(4 * p) + group(4 * p + 1),
+                group(4 * p + 2) + group(4 * p + 3),
+            );
+        }
+        for j in 0..16 {
+            y.offsets[j] = pack16(-32 * low[j], -32 * high[j]);
+        }
+        y.d = 1.0 / iscale;
+    }
+}
+
+/// Ask for quarter `part` of the block `PREFETCH_BLOCKS` after `block` (a hint: past
+/// the end of the matrix it does nothing).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(super) fn prefetch_ahead<B>(block: &B, part: usize) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    let lines = std::mem::size_of::<B>().div_ceil(64).div_ceil(4);
+    let ahead = (block as *const B)
+        .cast::<i8>()
+        .wrapping_add(PREFETCH_BLOCKS * std::mem::size_of::<B>() + 64 * lines * part);
+    for line in 0..lines {
+        // SAFETY: a prefetch never faults, whatever the address.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * line)) };
+    }
+}
+
+#[cfg(test)]
+/// `n × k` weights whose scale and offset change every 16 values, so the sub-blocks
+/// of a block get different scales and mins (uniform weights would give them all
+/// the same, and a kernel that mixed them up would pass).
+pub(super) fn test_weights(seed: u64, n: usize, k: usize) -> Vec<f32> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut out = Vec::with_capacity(n * k);
+    for _ in 0..n * k / 16 {
+        let amp = rng.random_range(0.005f32..0.2);
+        let offset = rng.random_range(-0.1f32..0.1);
+        out.extend((0..16).map(|_| offset + rng.random_range(-amp..amp)));
+    }
+    out
+}
