@@ -250,20 +250,24 @@ pub(crate) fn matmul(mats: &[&Rows8], xs: &[f32], m: usize) -> Result<Vec<Vec<f3
     }
     let kb = k / QK_K;
     let mut lhs = vec![Q8_ZERO; m * kb];
-    let lhs_ptr = SendPtr(lhs.as_mut_ptr());
     let pool = candle_core::utils::barrier_pool();
-    let quantize = |rows: std::ops::Range<usize>| {
-        for i in rows {
-            // SAFETY: row `i`'s blocks are written by this worker only.
-            let out = unsafe { std::slice::from_raw_parts_mut(lhs_ptr.get().add(i * kb), kb) };
-            // SAFETY: `kernel_runs_here()` was checked above.
-            unsafe { quantize_row(&xs[i * k..(i + 1) * k], out) };
-        }
-    };
     if m == 1 {
-        quantize(0..1);
+        // SAFETY: `kernel_runs_here()` was checked above.
+        unsafe { quantize_row(xs, &mut lhs) };
     } else {
-        pool.execute_chunked(m, quantize);
+        let rows: Vec<_> = lhs
+            .chunks_mut(kb)
+            .zip(xs.chunks(k))
+            .map(std::sync::Mutex::new)
+            .collect();
+        pool.execute_chunked(m, |range| {
+            for row in &rows[range] {
+                let Ok(mut row) = row.lock() else { continue };
+                let (out, x) = &mut *row;
+                // SAFETY: `kernel_runs_here()` was checked above.
+                unsafe { quantize_row(x, out) };
+            }
+        });
     }
 
     let mut outs: Vec<Vec<f32>> = mats.iter().map(|w| vec![0f32; m * w.n]).collect();
@@ -271,12 +275,12 @@ pub(crate) fn matmul(mats: &[&Rows8], xs: &[f32], m: usize) -> Result<Vec<Vec<f3
     // Work items: (matrix, row group) major, activation tile minor, so a worker walking
     // a range keeps one group's weights in cache across the tiles.
     let tiles = m.div_ceil(TILE);
-    let mut first_item = Vec::with_capacity(mats.len() + 1);
-    first_item.push(0usize);
+    let mut first_item = vec![0usize];
+    let mut items = 0;
     for w in mats {
-        first_item.push(first_item.last().copied().unwrap_or(0) + w.n / ROWS * tiles);
+        items += w.n / ROWS * tiles;
+        first_item.push(items);
     }
-    let items = first_item.last().copied().unwrap_or(0);
     let lhs = &lhs;
     pool.execute_chunked(items, |range| {
         for item in range {
