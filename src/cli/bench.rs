@@ -68,7 +68,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub no_vision: bool,
     /// Compute with every matrix in its stored type (no Q6_K → Q8_0 requantization on
-    /// VNNI CPUs), as llama.cpp does.
+    /// AVX-VNNI CPUs without AVX-512), as llama.cpp does.
     #[arg(long)]
     pub exact_weights: bool,
     /// Skip the whole-turn measurement.

@@ -62,7 +62,7 @@ pub struct GenerateArgs {
     #[arg(long)]
     pub dump_logits: Option<PathBuf>,
     /// Compute with every matrix in its stored type: no Q6_K → Q8_0 requantization on
-    /// VNNI CPUs (for comparing logits with another implementation of the same file).
+    /// AVX-VNNI CPUs without AVX-512 (for comparing logits with another implementation).
     #[arg(long)]
     pub exact_weights: bool,
 }

@@ -1,6 +1,6 @@
 //! [`Linear`]: a matrix (quantized or float) and an optional bias, applied through candle's
-//! [`QMatMul`], or on CPUs whose quantized tier is AVX2, Q4_K and Q6_K matrices through
-//! the eight-row layouts of `rows8/`.
+//! [`QMatMul`], or on CPUs whose quantized tier is AVX2 or AVX-512 VNNI, Q4_K and Q6_K
+//! matrices through the eight-row layouts of `rows8/`.
 
 use std::sync::Arc;
 
@@ -29,13 +29,15 @@ pub struct Linear {
 }
 
 impl Linear {
-    /// Wrap an already loaded matrix. On a CPU whose quantized tier is AVX2 a Q4_K or
-    /// Q6_K matrix is laid out for `rows8`'s kernels here, once.
+    /// Wrap an already loaded matrix. On a CPU where `rows8` has kernels (AVX2 or
+    /// AVX-512 VNNI tier) a Q4_K or Q6_K matrix is laid out for them here, once.
     pub fn new(weight: QMatMul, bias: Option<Tensor>, dtype: DType) -> Self {
         let rows8 = match &weight {
             // A matrix the layout cannot hold (or a failed read of a CPU tensor's
             // bytes, which does not happen) keeps candle's kernels: slower, same answer.
-            QMatMul::QTensor(q) if rows8::wanted() => Rows8::from_qtensor(q).ok().flatten(),
+            QMatMul::QTensor(q) => {
+                rows8::kernel().and_then(|k| Rows8::from_qtensor(q, k).ok().flatten())
+            }
             _ => None,
         };
         Linear {

@@ -23,8 +23,10 @@
 //! Float weights are kept in the activation dtype, except f16 / bf16 matrices on the
 //! CPU, which stay in their stored half precision (half the memory) and are widened per
 //! matmul. Quantized weights stay quantized and go through the quantized matmul kernels
-//! of the device, with one exception on x86 CPUs with VNNI: Q6_K matrices are requantized
-//! to Q8_0 ([`LoadOptions::exact_weights`] says why and turns it off).
+//! of the device (on x86 CPUs with AVX2 or AVX-512 VNNI, Q4_K and Q6_K through the
+//! eight-row layouts of `rows8/`), with one exception on CPUs with AVX-VNNI but not
+//! AVX-512: Q6_K matrices are requantized to Q8_0 ([`LoadOptions::exact_weights`] says
+//! why and turns it off).
 
 mod gguf;
 mod linear;
@@ -50,6 +52,12 @@ pub use linear::Linear;
 pub use mapped::MappedPages;
 pub(crate) use safetensors::{open_shards, SafetensorsFiles};
 pub use source::{default_activation_dtype, LoadOptions, ModelSource, QUANTIZE_AT_LOAD_TYPES};
+
+/// The eight-row kernels Q4_K and Q6_K matmuls run on here instead of candle's (`AVX2`
+/// or `AVX-512 VNNI`), if any.
+pub fn eight_row_kernels() -> Option<&'static str> {
+    rows8::kernel().map(rows8::Kernel::label)
+}
 
 /// A tensor as stored in a checkpoint.
 pub(crate) enum Stored {
@@ -90,7 +98,9 @@ impl TensorConverter {
             device: opts.device.clone(),
             dtype,
             quantize: opts.quantize,
-            q6k_as_q8_0: !opts.exact_weights && opts.device.is_cpu() && source::cpu_has_vnni(),
+            q6k_as_q8_0: !opts.exact_weights
+                && opts.device.is_cpu()
+                && source::q6k_runs_faster_as_q8_0(),
         })
     }
 

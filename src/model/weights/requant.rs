@@ -1,4 +1,5 @@
-//! Q6_K matrices computed as Q8_0 ([`LoadOptions::exact_weights`] off, VNNI CPUs) without
+//! Q6_K matrices computed as Q8_0 ([`LoadOptions::exact_weights`] off, AVX-VNNI CPUs
+//! without AVX-512) without
 //! a resident Q8_0 copy beside candle's repacked one.
 //!
 //! The Q8_0 blocks exist only to be repacked: candle packs a Q8_0 matrix once, for every

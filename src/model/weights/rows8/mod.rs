@@ -1,17 +1,22 @@
-//! Q4_K and Q6_K matrices laid out eight rows at a time, and their AVX2 matmul kernels:
-//! the CPU path for quantized matmuls where the best integer dot product is AVX2 (no
-//! VNNI: AMD Zen 2/3, Intel before Ice Lake, and a run forced there with
-//! `SIGHTLINE_CPU_FEATURES=avx2`).
+//! Q4_K and Q6_K matrices laid out eight rows at a time, and their matmul kernels: the
+//! CPU path for quantized matmuls wherever candle's tier is AVX2 (no VNNI: AMD Zen 2/3,
+//! Intel before Ice Lake, and a run forced there with `SIGHTLINE_CPU_FEATURES=avx2`) or
+//! AVX-512 VNNI (Intel Ice Lake and later, AMD Zen 4 and later).
 //!
-//! At that tier candle repacks each Q4_K matrix into tiles whose scales are widened to
-//! f32 (0.75 bytes a weight against the file's 0.5625, a second copy beside the file),
-//! and its one-row dot products walk one row at a time, spending a third of their
-//! instructions on each block's scales. llama.cpp's AVX2 path interleaves eight rows
-//! instead (`block_q4_Kx8`); these layouts follow the same idea, arranged so the kernels
-//! need no shuffles: per group of eight rows and per 256-value block, the low four bits
-//! of the eight rows four bytes at a time, so one 32-byte load holds the same eight
-//! weights of all eight rows, and the scales unpacked to one byte each, rows side by
-//! side (`q4k.rs` and `q6k.rs` give the details).
+//! At the AVX2 tier candle repacks each Q4_K matrix into tiles whose scales are widened
+//! to f32 (0.75 bytes a weight against the file's 0.5625, a second copy beside the
+//! file), and its one-row dot products walk one row at a time, spending a third of their
+//! instructions on each block's scales. At the AVX-512 VNNI tier it keeps a repacked
+//! copy too, and on CPUs with AMX a second one in AMX tiles for prefill: a whole turn's
+//! peak memory was 1.4× the bound a turn is held to (files + KV cache + 25%).
+//! llama.cpp's AVX2 path interleaves eight rows instead (`block_q4_Kx8`); these layouts
+//! follow the same idea, arranged so the kernels need no shuffles: per group of eight
+//! rows and per 256-value block, the low four bits of the eight rows four bytes at a
+//! time, so one 32-byte load (AVX2) or 64-byte load (AVX-512, two four-byte groups of
+//! each row side by side) holds the same weights of all eight rows, and the scales
+//! unpacked to one byte each, rows side by side (`q4k.rs` and `q6k.rs` give the
+//! details). A matrix is laid out for one family ([`Kernel`]), the one [`kernel()`]
+//! picks for this CPU.
 //!
 //! A layout is the file's bytes rearranged (Q4_K 1,184 bytes per eight blocks against
 //! 1,152; Q6_K 1,696 against 1,680): a matrix is laid out once when the model loads, its
@@ -25,7 +30,7 @@
 //! reads every weight once, so the kernels prefetch a few blocks ahead: the hardware
 //! prefetchers alone left a decode step 10% slower.
 
-// Off x86-64 nothing is ever laid out (`wanted()` is false) and the kernels do not exist:
+// Off x86-64 nothing is ever laid out (`kernel()` is `None`) and the kernels do not exist:
 // the layout code stays compiled, unused.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
 
@@ -39,6 +44,7 @@ use candle_core::quantized::{GgmlDType, QTensor};
 
 use crate::error::{Error, Result};
 use crate::model::qwen3_vl::cpu::{candle_quantized_tier, CandleQuantTier};
+pub(crate) use shared::Kernel;
 use shared::{quantize_row, Q8Block, Q8_ZERO, QK_K, ROWS, TILE};
 
 /// The blocks of a laid-out matrix.
@@ -51,6 +57,8 @@ enum Blocks {
 pub(crate) struct Rows8 {
     /// Row group `g`, block `b` at `g * k / 256 + b`.
     blocks: Blocks,
+    /// The kernels the blocks are laid out for.
+    kernel: Kernel,
     n: usize,
     k: usize,
 }
@@ -61,31 +69,23 @@ impl std::fmt::Debug for Rows8 {
             Blocks::Q4K(_) => "Q4_K",
             Blocks::Q6K(_) => "Q6_K",
         };
-        write!(f, "Rows8({kind}, {}×{})", self.n, self.k)
+        write!(f, "Rows8({kind}, {:?}, {}×{})", self.kernel, self.n, self.k)
     }
 }
 
-/// Whether quantized matmuls on this CPU take this path: candle's tier is AVX2 (which
-/// honours a forced run) and the kernels can run.
-pub(crate) fn wanted() -> bool {
-    static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *WANTED.get_or_init(|| {
-        matches!(candle_quantized_tier(), CandleQuantTier::Avx2 { .. }) && kernel_runs_here()
+/// The kernels quantized matmuls on this CPU take, if any: the family matching candle's
+/// own tier (which honours a run forced to AVX2), where the CPU can run it. At the
+/// AVX-VNNI tier (256-bit VNNI without AVX-512) and off x86-64, `None`: candle's kernels.
+pub(crate) fn kernel() -> Option<Kernel> {
+    static KERNEL: std::sync::OnceLock<Option<Kernel>> = std::sync::OnceLock::new();
+    *KERNEL.get_or_init(|| {
+        match candle_quantized_tier() {
+            CandleQuantTier::Avx2 { .. } => Some(Kernel::Avx2),
+            CandleQuantTier::Avx512Vnni { .. } => Some(Kernel::Avx512Vnni),
+            _ => None,
+        }
+        .filter(|k| k.runs_here())
     })
-}
-
-/// Whether this CPU has what the kernels use: AVX2, FMA and F16C (every AVX2 CPU has
-/// the other two).
-fn kernel_runs_here() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::is_x86_feature_detected as has;
-        has!("avx2") && has!("fma") && has!("f16c")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
 }
 
 /// A raw pointer handed to pool workers that write disjoint elements through it.
@@ -103,13 +103,18 @@ impl<T> SendPtr<T> {
     }
 }
 
+/// How a type's eight stored blocks become one laid-out block for a kernel family.
+type Interleave<B> = fn(Kernel, [&[u8]; ROWS]) -> B;
+
 /// Lay out `n × k` weights stored row-major as GGML blocks of `stored` bytes: each
-/// group of eight rows' block `b` becomes `interleave` of those eight stored blocks.
+/// group of eight rows' block `b` becomes `interleave` of `kernel` and those eight
+/// stored blocks.
 fn lay_out<B: Copy + Send>(
     data: &[u8],
     (n, k): (usize, usize),
     stored: usize,
-    interleave: fn([&[u8]; ROWS]) -> B,
+    kernel: Kernel,
+    interleave: Interleave<B>,
 ) -> Result<Vec<B>> {
     let kb = k / QK_K;
     if data.len() != n * kb * stored || !n.is_multiple_of(ROWS) || !k.is_multiple_of(QK_K) {
@@ -131,7 +136,7 @@ fn lay_out<B: Copy + Send>(
                 });
                 // SAFETY: each (group, block) is written by exactly one worker, and the
                 // index is within the capacity (g < n / 8, b < kb).
-                unsafe { out.get().add(g * kb + b).write(interleave(rows)) };
+                unsafe { out.get().add(g * kb + b).write(interleave(kernel, rows)) };
             }
         }
     });
@@ -161,9 +166,9 @@ fn huge_pages(ptr: *mut u8, len: usize) {
 }
 
 impl Rows8 {
-    /// Lay out a CPU Q4_K or Q6_K matrix; `None` for anything else (another type or
-    /// device, rows not a multiple of eight, columns not whole blocks).
-    pub(crate) fn from_qtensor(q: &QTensor) -> Result<Option<Arc<Self>>> {
+    /// Lay out a CPU Q4_K or Q6_K matrix for `kernel`; `None` for anything else (another
+    /// type or device, rows not a multiple of eight, columns not whole blocks).
+    pub(crate) fn from_qtensor(q: &QTensor, kernel: Kernel) -> Result<Option<Arc<Self>>> {
         if !matches!(q.dtype(), GgmlDType::Q4K | GgmlDType::Q6K) || !q.device().is_cpu() {
             return Ok(None);
         }
@@ -176,11 +181,20 @@ impl Rows8 {
         let data = q.data()?;
         let blocks = match q.dtype() {
             GgmlDType::Q4K => {
-                Blocks::Q4K(lay_out(&data, (n, k), q4k::STORED_BYTES, q4k::interleave)?)
+                let stored = q4k::STORED_BYTES;
+                Blocks::Q4K(lay_out(&data, (n, k), stored, kernel, q4k::interleave)?)
             }
-            _ => Blocks::Q6K(lay_out(&data, (n, k), q6k::STORED_BYTES, q6k::interleave)?),
+            _ => {
+                let stored = q6k::STORED_BYTES;
+                Blocks::Q6K(lay_out(&data, (n, k), stored, kernel, q6k::interleave)?)
+            }
         };
-        Ok(Some(Arc::new(Rows8 { blocks, n, k })))
+        Ok(Some(Arc::new(Rows8 {
+            blocks,
+            kernel,
+            n,
+            k,
+        })))
     }
 
     /// Rows of the matrix (outputs of a matmul).
@@ -207,28 +221,36 @@ impl Rows8 {
         {
             // The kernel instance for `count` activation rows.
             macro_rules! by_count {
-                ($kernel:ident, $blocks:expr) => {
+                ($kernel:path, $blocks:expr) => {{
+                    use $kernel as group_dot;
                     match count {
-                        1 => $kernel::group_dot::<1>($blocks, rows, dst),
-                        2 => $kernel::group_dot::<2>($blocks, rows, dst),
-                        3 => $kernel::group_dot::<3>($blocks, rows, dst),
-                        _ => $kernel::group_dot::<4>($blocks, rows, dst),
+                        1 => group_dot::<1>($blocks, rows, dst),
+                        2 => group_dot::<2>($blocks, rows, dst),
+                        3 => group_dot::<3>($blocks, rows, dst),
+                        _ => group_dot::<4>($blocks, rows, dst),
                     }
-                };
+                }};
             }
-            // SAFETY: only reached through `matmul`, which checked `kernel_runs_here()`;
-            // every row of `rows` has `kb` blocks.
+            // SAFETY: only reached through `matmul`, which checked that the CPU runs
+            // `self.kernel`, the family the blocks are laid out for; every row of `rows`
+            // has `kb` blocks.
             unsafe {
-                match &self.blocks {
-                    Blocks::Q4K(b) => by_count!(q4k, &b[span]),
-                    Blocks::Q6K(b) => by_count!(q6k, &b[span]),
+                match (&self.blocks, self.kernel) {
+                    (Blocks::Q4K(b), Kernel::Avx2) => by_count!(q4k::group_dot, &b[span]),
+                    (Blocks::Q4K(b), Kernel::Avx512Vnni) => {
+                        by_count!(q4k::group_dot_vnni, &b[span])
+                    }
+                    (Blocks::Q6K(b), Kernel::Avx2) => by_count!(q6k::group_dot, &b[span]),
+                    (Blocks::Q6K(b), Kernel::Avx512Vnni) => {
+                        by_count!(q6k::group_dot_vnni, &b[span])
+                    }
                 }
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
-            // `matmul` returns an error before any kernel where `kernel_runs_here()` is
-            // false, which it always is off x86-64.
+            // `matmul` returns an error before any kernel where the CPU cannot run the
+            // blocks' family, which it never can off x86-64.
             let _ = (span, rows, count, dst);
             unreachable!("the eight-row kernels run on x86-64 only")
         }
@@ -242,7 +264,7 @@ pub(crate) fn matmul(mats: &[&Rows8], xs: &[f32], m: usize) -> Result<Vec<Vec<f3
     let Some(k) = mats.first().map(|w| w.k) else {
         return Ok(Vec::new());
     };
-    if mats.iter().any(|w| w.k != k) || xs.len() != m * k || !kernel_runs_here() {
+    if mats.iter().any(|w| w.k != k || !w.kernel.runs_here()) || xs.len() != m * k {
         return Err(Error::Internal(format!(
             "eight-row matmul of {} values as {m} rows of {k}",
             xs.len()
@@ -252,7 +274,7 @@ pub(crate) fn matmul(mats: &[&Rows8], xs: &[f32], m: usize) -> Result<Vec<Vec<f3
     let mut lhs = vec![Q8_ZERO; m * kb];
     let pool = candle_core::utils::barrier_pool();
     if m == 1 {
-        // SAFETY: `kernel_runs_here()` was checked above.
+        // SAFETY: every family needs AVX2 and FMA, and the CPU runs the matrices'.
         unsafe { quantize_row(xs, &mut lhs) };
     } else {
         let rows: Vec<_> = lhs
@@ -264,7 +286,7 @@ pub(crate) fn matmul(mats: &[&Rows8], xs: &[f32], m: usize) -> Result<Vec<Vec<f3
             for row in &rows[range] {
                 let Ok(mut row) = row.lock() else { continue };
                 let (out, x) = &mut *row;
-                // SAFETY: `kernel_runs_here()` was checked above.
+                // SAFETY: as for one row above.
                 unsafe { quantize_row(x, out) };
             }
         });
@@ -327,24 +349,33 @@ mod tests {
         a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs())) / scale
     }
 
-    fn laid_out(w: &Tensor, dtype: GgmlDType) -> anyhow::Result<Arc<Rows8>> {
-        Rows8::from_qtensor(&QTensor::quantize(w, dtype)?)?
+    fn laid_out(w: &Tensor, dtype: GgmlDType, kernel: Kernel) -> anyhow::Result<Arc<Rows8>> {
+        Rows8::from_qtensor(&QTensor::quantize(w, dtype)?, kernel)?
             .ok_or_else(|| anyhow::anyhow!("{dtype:?} declined"))
+    }
+
+    /// The kernel families this CPU runs (each is tested wherever it can run, not only
+    /// the one `kernel()` picks).
+    fn kernels_here() -> Vec<Kernel> {
+        let here: Vec<Kernel> = Kernel::ALL.into_iter().filter(|k| k.runs_here()).collect();
+        if here.is_empty() {
+            eprintln!("skipped: this CPU runs none of the eight-row kernels (no AVX2)");
+        }
+        here
     }
 
     #[test]
     fn every_row_count_matches_candles_quantized_matmul() -> anyhow::Result<()> {
-        if !kernel_runs_here() {
-            eprintln!("skipped: this CPU has no AVX2");
-            return Ok(());
-        }
         let dev = Device::Cpu;
         // Shapes of the 2B model's projections (n scaled down), one block and several;
         // row counts covering one row, a partial tile, whole tiles and a remainder.
-        for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
+        for (kernel, dtype) in kernels_here()
+            .into_iter()
+            .flat_map(|k| [(k, GgmlDType::Q4K), (k, GgmlDType::Q6K)])
+        {
             for (seed, (n, k)) in [(1u64, (64, 256)), (2, (96, 2048)), (3, (48, 768))] {
                 let w = Tensor::from_vec(weights(seed, n, k), (n, k), &dev)?;
-                let rows8 = laid_out(&w, dtype)?;
+                let rows8 = laid_out(&w, dtype, kernel)?;
                 // candle's own quantized matmul: GGML's dot products on the stored
                 // blocks, or its repacked tiles, whichever this CPU takes.
                 let reference = QMatMul::from_qtensor(QTensor::quantize(&w, dtype)?)?;
@@ -356,7 +387,7 @@ mod tests {
                     let d = max_rel_diff(&ours, &theirs);
                     anyhow::ensure!(
                         d <= ROWS8_VS_CANDLE_RTOL,
-                        "{dtype:?} n={n} k={k} m={m}: rel diff {d}"
+                        "{kernel:?} {dtype:?} n={n} k={k} m={m}: rel diff {d}"
                     );
                 }
             }
@@ -366,28 +397,28 @@ mod tests {
 
     #[test]
     fn several_matrices_in_one_region_match_each_alone() -> anyhow::Result<()> {
-        if !kernel_runs_here() {
-            return Ok(());
-        }
         let dev = Device::Cpu;
         let k = 512;
-        let mats: Vec<Arc<Rows8>> = [
-            (1u64, 16usize, GgmlDType::Q4K),
-            (2, 40, GgmlDType::Q6K),
-            (3, 8, GgmlDType::Q4K),
-        ]
-        .iter()
-        .map(|&(seed, n, dtype)| {
-            laid_out(&Tensor::from_vec(weights(seed, n, k), (n, k), &dev)?, dtype)
-        })
-        .collect::<anyhow::Result<_>>()?;
-        let refs: Vec<&Rows8> = mats.iter().map(|m| m.as_ref()).collect();
-        for m in [1usize, 6] {
-            let x = weights(9, m, k);
-            let together = matmul(&refs, &x, m)?;
-            for (w, out) in refs.iter().zip(&together) {
-                anyhow::ensure!(out.len() == m * w.rows());
-                anyhow::ensure!(*out == matmul(&[w], &x, m)?[0], "m={m}");
+        for kernel in kernels_here() {
+            let mats: Vec<Arc<Rows8>> = [
+                (1u64, 16usize, GgmlDType::Q4K),
+                (2, 40, GgmlDType::Q6K),
+                (3, 8, GgmlDType::Q4K),
+            ]
+            .iter()
+            .map(|&(seed, n, dtype)| {
+                let w = Tensor::from_vec(weights(seed, n, k), (n, k), &dev)?;
+                laid_out(&w, dtype, kernel)
+            })
+            .collect::<anyhow::Result<_>>()?;
+            let refs: Vec<&Rows8> = mats.iter().map(|m| m.as_ref()).collect();
+            for m in [1usize, 6] {
+                let x = weights(9, m, k);
+                let together = matmul(&refs, &x, m)?;
+                for (w, out) in refs.iter().zip(&together) {
+                    anyhow::ensure!(out.len() == m * w.rows());
+                    anyhow::ensure!(*out == matmul(&[w], &x, m)?[0], "{kernel:?} m={m}");
+                }
             }
         }
         Ok(())
@@ -400,21 +431,22 @@ mod tests {
     #[test]
     #[ignore = "measurement"]
     fn rows8_gemv_bandwidth_timing() -> anyhow::Result<()> {
-        if !kernel_runs_here() {
-            return Ok(());
-        }
         let dev = Device::Cpu;
         let (n, k) = (6144, 2048);
-        for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
+        for (kernel, dtype) in kernels_here()
+            .into_iter()
+            .flat_map(|k| [(k, GgmlDType::Q4K), (k, GgmlDType::Q6K)])
+        {
             let w = Tensor::from_vec(weights(11, n, k), (n, k), &dev)?;
             let bytes_one = n * k / QK_K * dtype.type_size();
             // 16 distinct copies (~110-170 MB): every call reads from memory.
             let big: Vec<Arc<Rows8>> = (0..16)
-                .map(|_| laid_out(&w, dtype))
+                .map(|_| laid_out(&w, dtype, kernel))
                 .collect::<anyhow::Result<_>>()?;
             let small = laid_out(
                 &Tensor::from_vec(weights(12, 256, k), (256, k), &dev)?,
                 dtype,
+                kernel,
             )?;
             let x = weights(13, 1, k);
             let time = |mats: &[&Rows8], reps: usize| -> anyhow::Result<f64> {
@@ -437,7 +469,8 @@ mod tests {
             let secs = time(&[small.as_ref()], 2000)?;
             let cached = (2000 * small_bytes) as f64 / secs / 1e9;
             println!(
-                "{dtype:?} one-row matmul: {dram:.1} GB/s from memory, {cached:.1} GB/s from L2"
+                "{kernel:?} {dtype:?} one-row matmul: {dram:.1} GB/s from memory, \
+                 {cached:.1} GB/s from L2"
             );
         }
         Ok(())
@@ -448,12 +481,12 @@ mod tests {
         let dev = Device::Cpu;
         let w = Tensor::from_vec(weights(4, 16, 256), (16, 256), &dev)?;
         let q8 = QTensor::quantize(&w, GgmlDType::Q8_0)?;
-        anyhow::ensure!(Rows8::from_qtensor(&q8)?.is_none());
+        anyhow::ensure!(Rows8::from_qtensor(&q8, Kernel::Avx2)?.is_none());
         let w12 = Tensor::from_vec(weights(5, 12, 256), (12, 256), &dev)?;
         for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
             let q12 = QTensor::quantize(&w12, dtype)?;
             anyhow::ensure!(
-                Rows8::from_qtensor(&q12)?.is_none(),
+                Rows8::from_qtensor(&q12, Kernel::Avx2)?.is_none(),
                 "12 rows are not whole groups"
             );
         }
@@ -464,7 +497,7 @@ mod tests {
     fn a_matmul_with_mismatched_inputs_is_an_error() -> anyhow::Result<()> {
         let dev = Device::Cpu;
         let w = Tensor::from_vec(weights(6, 8, 256), (8, 256), &dev)?;
-        let rows8 = laid_out(&w, GgmlDType::Q4K)?;
+        let rows8 = laid_out(&w, GgmlDType::Q4K, Kernel::Avx2)?;
         anyhow::ensure!(matmul(&[&rows8], &[0.0; 255], 1).is_err());
         Ok(())
     }

@@ -1,4 +1,4 @@
-//! The Q6_K eight-row layout and its AVX2 kernel.
+//! The Q6_K eight-row layout and its AVX2 and AVX-512 VNNI kernels.
 //!
 //! Stored Q6_K (GGML `block_q6_K`, 210 bytes per 256 values): 128 bytes of low four
 //! bits, 64 bytes of high two bits, sixteen signed 8-bit scales (one per 16 values) and
@@ -13,10 +13,15 @@
 //! `(q - 32) · x` over a lane's eight values is at most 8·32·127 = 32,512 in magnitude,
 //! so the wrapped arithmetic ends exact. Products never saturate (`maddubs` of two
 //! products: at most 2·63·127 = 16,002).
+//!
+//! The AVX-512 kernel sums with `vpdpbusd` into 32-bit lanes (`2r + t % 2` for row
+//! `r`, the nibble order of `q4k.rs`), each starting from the activation's `-32 · Σx`
+//! over the same eight values, so a lane ends at the exact 16-bit-sized sum and
+//! `vpdpwssd` applies the scale as in the Q4_K kernel.
 
 use half::f16;
 
-use super::shared::{Q8Block, ROWS, TILE};
+use super::shared::{Kernel, Q8Block, ROWS, TILE};
 
 /// Bytes of one stored Q6_K block.
 pub(super) const STORED_BYTES: usize = 210;
@@ -26,12 +31,11 @@ pub(super) const STORED_BYTES: usize = 210;
 #[derive(Clone, Copy)]
 pub(super) struct Block {
     /// Pair `p` of 32-value halves, four-byte group `t`, row `r`, byte `c` at
-    /// `256p + 32t + 4r + c`: low four bits of value `64p + 4t + c` (low nibble) and of
-    /// `64p + 32 + 4t + c` (high nibble).
+    /// [`Kernel::nibble_at`]`(p, t, r, c)`: low four bits of value `64p + 4t + c` (low
+    /// nibble) and of `64p + 32 + 4t + c` (high nibble).
     qs: [u8; 1024],
-    /// The high two bits of the same values, for groups `t = 2w` and `2w + 1` at
-    /// `128p + 32w + 4r + c`: bits 0–1 and 2–3 for `t = 2w` (low, high nibble's value),
-    /// bits 4–5 and 6–7 for `t = 2w + 1`.
+    /// The high two bits of the same values, where [`high_at`] puts them: two nibble
+    /// loads' worth of high bits in one load.
     high: [u8; 512],
     /// 16-value group `j`, row `r` at `8j + r`.
     scales: [i8; 128],
@@ -62,8 +66,23 @@ fn values(ql: &[u8], qh: &[u8]) -> [u8; 256] {
     q
 }
 
-/// One [`Block`] from the same stored block of eight consecutive rows.
-pub(super) fn interleave(rows: [&[u8]; ROWS]) -> Block {
+/// Where the high two bits of the values at nibble byte `(p, t, r, c)` lie: the byte
+/// of `high`, and the shift of the low-nibble value's bits (the high-nibble value's are
+/// two above). AVX2: groups `t = 2w` and `2w + 1` at `128p + 32w + 4r + c`, shifts 0
+/// and 4. AVX-512: the 64-byte nibble loads `2v` and `2v + 1` (`t / 2`) at
+/// `128p + 64v` plus the byte's place within its load, shifts 0 and 4.
+pub(super) fn high_at(kernel: Kernel, p: usize, t: usize, r: usize, c: usize) -> (usize, u32) {
+    match kernel {
+        Kernel::Avx2 => (128 * p + 32 * (t / 2) + 4 * r + c, 4 * (t % 2) as u32),
+        Kernel::Avx512Vnni => (
+            128 * p + 64 * (t / 4) + 8 * r + 4 * (t % 2) + c,
+            4 * ((t / 2) % 2) as u32,
+        ),
+    }
+}
+
+/// One [`Block`] for `kernel` from the same stored block of eight consecutive rows.
+pub(super) fn interleave(kernel: Kernel, rows: [&[u8]; ROWS]) -> Block {
     let mut out = EMPTY;
     for (r, src) in rows.iter().enumerate() {
         let q = values(&src[..128], &src[128..192]);
@@ -75,10 +94,9 @@ pub(super) fn interleave(rows: [&[u8]; ROWS]) -> Block {
             for t in 0..8 {
                 for c in 0..4 {
                     let (lo, hi) = (q[64 * p + 4 * t + c], q[64 * p + 32 + 4 * t + c]);
-                    out.qs[256 * p + 32 * t + 4 * r + c] = (lo & 15) | ((hi & 15) << 4);
-                    let shift = 4 * (t % 2);
-                    out.high[128 * p + 32 * (t / 2) + 4 * r + c] |=
-                        ((lo >> 4) << shift) | ((hi >> 4) << (shift + 2));
+                    out.qs[kernel.nibble_at(p, t, r, c)] = (lo & 15) | ((hi & 15) << 4);
+                    let (at, shift) = high_at(kernel, p, t, r, c);
+                    out.high[at] |= ((lo >> 4) << shift) | ((hi >> 4) << (shift + 2));
                 }
             }
         }
@@ -179,6 +197,95 @@ pub(super) unsafe fn group_dot<const R: usize>(
     }
 }
 
+/// [`group_dot`] with AVX-512 VNNI, on blocks laid out for [`Kernel::Avx512Vnni`].
+///
+/// # Safety
+/// The CPU must have what [`Kernel::Avx512Vnni`] needs; every row of `rows` has
+/// `w.len()` blocks.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(super) unsafe fn group_dot_vnni<const R: usize>(
+    w: &[Block],
+    rows: &[&[Q8Block]; TILE],
+    dst: &mut [[f32; ROWS]; TILE],
+) {
+    use std::arch::x86_64::*;
+    // SAFETY: every read is within a block (offsets below 1024 / 512 / 128) or an
+    // activation block (below 256, and 32 lane offsets), and the caller guarantees the
+    // CPU features. Blocks are 32-byte aligned: the 64-byte loads are unaligned ones.
+    unsafe {
+        let m4 = _mm512_set1_epi8(0x0F);
+        let m30 = _mm512_set1_epi8(0x30);
+        // Lane 2r and 2r + 1 take row r's `d`.
+        let twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+        let mut acc = [_mm512_setzero_ps(); R];
+        for (b, blk) in w.iter().enumerate() {
+            let d = _mm512_permutexvar_ps(
+                twice,
+                _mm512_castps256_ps512(_mm256_loadu_ps(blk.d.as_ptr())),
+            );
+            let mut sums = [_mm512_setzero_si512(); R];
+            for p in 0..4 {
+                super::shared::prefetch_ahead(blk, p);
+                for u in 0..2 {
+                    let hb = _mm512_loadu_si512(blk.high.as_ptr().add(128 * p + 64 * u).cast());
+                    for high_nibbles in [false, true] {
+                        let group = 4 * p + 2 * usize::from(high_nibbles) + u;
+                        // Row r's scale in the low half of lanes 2r and 2r + 1.
+                        let s = _mm_loadl_epi64(blk.scales.as_ptr().add(8 * group).cast());
+                        let sc =
+                            _mm512_cvtepu16_epi32(_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s, s)));
+                        let mut acc32: [__m512i; R] = std::array::from_fn(|i| {
+                            let offsets = rows[i][b].lane_offsets.as_ptr().add(2 * group);
+                            _mm512_set1_epi64(offsets.cast::<i64>().read_unaligned())
+                        });
+                        for half in 2 * u..2 * u + 2 {
+                            let raw =
+                                _mm512_loadu_si512(blk.qs.as_ptr().add(256 * p + 64 * half).cast());
+                            // The two high bits of this value to bits 4-5 (see `high_at`).
+                            let top = match (half % 2, high_nibbles) {
+                                (0, false) => _mm512_slli_epi16::<4>(hb),
+                                (0, true) => _mm512_slli_epi16::<2>(hb),
+                                (_, false) => hb,
+                                (_, true) => _mm512_srli_epi16::<2>(hb),
+                            };
+                            let low = if high_nibbles {
+                                _mm512_srli_epi16::<4>(raw)
+                            } else {
+                                raw
+                            };
+                            let q = _mm512_or_si512(
+                                _mm512_and_si512(low, m4),
+                                _mm512_and_si512(top, m30),
+                            );
+                            let at = 64 * p + 32 * usize::from(high_nibbles) + 8 * half;
+                            for i in 0..R {
+                                let x = rows[i][b].qs.as_ptr().add(at).cast::<i64>();
+                                let x = _mm512_set1_epi64(x.read_unaligned());
+                                acc32[i] = _mm512_dpbusd_epi32(acc32[i], q, x);
+                            }
+                        }
+                        for i in 0..R {
+                            sums[i] = _mm512_dpwssd_epi32(sums[i], acc32[i], sc);
+                        }
+                    }
+                }
+            }
+            for i in 0..R {
+                let dy = _mm512_set1_ps(rows[i][b].d);
+                acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(sums[i]), acc[i]);
+            }
+        }
+        for i in 0..R {
+            let mut lanes = [0f32; 2 * ROWS];
+            _mm512_storeu_ps(lanes.as_mut_ptr(), acc[i]);
+            for r in 0..ROWS {
+                dst[i][r] = lanes[2 * r] + lanes[2 * r + 1];
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,24 +303,34 @@ mod tests {
         let q = QTensor::quantize(&w, GgmlDType::Q6K)?;
         let data = q.data()?;
         let stored = q.dequantize(&dev)?.to_vec2::<f32>()?;
-        for (r, row) in stored.iter().enumerate() {
+        for (kernel, (r, row)) in Kernel::ALL
+            .into_iter()
+            .flat_map(|k| stored.iter().enumerate().map(move |row| (k, row)))
+        {
             let (group, rr) = (r / ROWS, r % ROWS);
             for (i, &v) in row.iter().enumerate() {
                 let (b, i) = (i / 256, i % 256);
-                let blk = interleave(std::array::from_fn(|k| {
-                    let at = ((group * ROWS + k) * 2 + b) * STORED_BYTES;
-                    &data[at..at + STORED_BYTES]
-                }));
+                let blk = interleave(
+                    kernel,
+                    std::array::from_fn(|k| {
+                        let at = ((group * ROWS + k) * 2 + b) * STORED_BYTES;
+                        &data[at..at + STORED_BYTES]
+                    }),
+                );
                 let (p, within) = (i / 64, i % 64);
                 let (high_nibble, l) = (within >= 32, within % 32);
                 let (t, c) = (l / 4, l % 4);
-                let byte = blk.qs[256 * p + 32 * t + 4 * rr + c];
+                let byte = blk.qs[kernel.nibble_at(p, t, rr, c)];
                 let low4 = if high_nibble { byte >> 4 } else { byte & 15 };
-                let shift = 4 * (t % 2) + if high_nibble { 2 } else { 0 };
-                let top2 = (blk.high[128 * p + 32 * (t / 2) + 4 * rr + c] >> shift) & 3;
+                let (at, shift) = high_at(kernel, p, t, rr, c);
+                let shift = shift + if high_nibble { 2 } else { 0 };
+                let top2 = (blk.high[at] >> shift) & 3;
                 let q = (low4 | (top2 << 4)) as f32 - 32.0;
                 let ours = blk.d[rr] * blk.scales[8 * (i / 16) + rr] as f32 * q;
-                anyhow::ensure!((ours - v).abs() <= 1e-6, "row {r} col {i}: {ours} vs {v}");
+                anyhow::ensure!(
+                    (ours - v).abs() <= 1e-6,
+                    "{kernel:?} row {r} col {i}: {ours} vs {v}"
+                );
             }
         }
         Ok(())

@@ -10,6 +10,65 @@ pub(super) const TILE: usize = 4;
 /// How many blocks ahead of the one being read the kernels prefetch.
 const PREFETCH_BLOCKS: usize = 4;
 
+/// The kernel family a matrix is laid out for: each reads the weights in the order its
+/// widest integer dot product takes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kernel {
+    /// 256-bit `maddubs` (AVX2, FMA, F16C): one load holds four weights of each row.
+    Avx2,
+    /// 512-bit `vpdpbusd` (AVX-512 F/BW/VL and VNNI): one load holds eight weights of
+    /// each row, two four-weight groups side by side.
+    Avx512Vnni,
+}
+
+impl Kernel {
+    /// Every family, for the tests that check each on the CPUs that can run it.
+    #[cfg(test)]
+    pub(crate) const ALL: [Kernel; 2] = [Kernel::Avx2, Kernel::Avx512Vnni];
+
+    /// Whether this CPU has every instruction the family's kernels use.
+    pub(crate) fn runs_here(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            let avx2 = has!("avx2") && has!("fma") && has!("f16c");
+            match self {
+                Kernel::Avx2 => avx2,
+                Kernel::Avx512Vnni => {
+                    avx2 && has!("avx512f")
+                        && has!("avx512bw")
+                        && has!("avx512vl")
+                        && has!("avx512vnni")
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = self;
+            false
+        }
+    }
+
+    /// How `bench` names the kernels.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Kernel::Avx2 => "AVX2",
+            Kernel::Avx512Vnni => "AVX-512 VNNI",
+        }
+    }
+
+    /// Where, among a block's 1,024 nibble bytes, byte `c` of four-byte group `t` of
+    /// row `r` in sub-block pair `p` lies: AVX2 puts group `t` of the eight rows in one
+    /// 32-byte run; AVX-512 puts groups `2w` and `2w + 1` of each row next to each other
+    /// in one 64-byte run (32-bit lane `2r + t % 2` of a load holds row `r`'s group `t`).
+    pub(super) fn nibble_at(self, p: usize, t: usize, r: usize, c: usize) -> usize {
+        match self {
+            Kernel::Avx2 => 256 * p + 32 * t + 4 * r + c,
+            Kernel::Avx512Vnni => 256 * p + 64 * (t / 2) + 8 * r + 4 * (t % 2) + c,
+        }
+    }
+}
+
 /// One activation block quantized to Q8_K, with the sums the kernels fold in.
 #[repr(C, align(32))]
 #[derive(Clone, Copy)]
@@ -23,6 +82,10 @@ pub(super) struct Q8Block {
     /// positions 0 and 1 mod 4 (low 16 bits) and 2 and 3 mod 4 (high 16 bits), the two
     /// 16-bit lanes a row's products of four consecutive values land in.
     pub(super) offsets: [i32; 16],
+    /// The same offsets for the AVX-512 kernel's 32-bit lanes: group `j`, `-32 ×` the
+    /// sum of its values at positions 0–3 and 8–11 (`2j`) and 4–7 and 12–15 (`2j + 1`),
+    /// the values row `r`'s lanes `2r` and `2r + 1` take.
+    pub(super) lane_offsets: [i32; 32],
 }
 
 pub(super) const Q8_ZERO: Q8Block = Q8Block {
@@ -30,6 +93,7 @@ pub(super) const Q8_ZERO: Q8Block = Q8Block {
     d: 0.0,
     pair_sums: [0; 4],
     offsets: [0; 16],
+    lane_offsets: [0; 32],
 };
 
 /// Two 16-bit values in one 32-bit lane, `lo` first.
@@ -90,6 +154,16 @@ fn quantize_row_generic(xs: &[f32], out: &mut [Q8Block]) {
         }
         for j in 0..16 {
             y.offsets[j] = pack16(-32 * low[j], -32 * high[j]);
+        }
+        for (k, lane) in y.lane_offsets.iter_mut().enumerate() {
+            let (j, h) = (k / 2, k % 2);
+            let at = |start: usize| &y.qs[16 * j + start..16 * j + start + 4];
+            let sum: i32 = at(4 * h)
+                .iter()
+                .chain(at(8 + 4 * h))
+                .map(|&v| v as i32)
+                .sum();
+            *lane = -32 * sum;
         }
         y.d = 1.0 / iscale;
     }
