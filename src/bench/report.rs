@@ -73,6 +73,9 @@ pub struct MachineReport {
     pub kernel_path_forced: Option<String>,
     /// The level candle's repacked quantized matmuls run at (its own run-time choice).
     pub candle_quantized_kernels: String,
+    /// The eight-row kernels Q4_K and Q6_K matmuls run on instead of candle's, when this
+    /// CPU has them (`AVX2` or `AVX-512 VNNI`).
+    pub q4k_q6k_kernels: Option<String>,
     /// Warnings about the build against this CPU: a forced path the CPU lacks, features
     /// the CPU has that nothing in this build uses.
     pub build_warnings: Vec<String>,
@@ -141,6 +144,7 @@ impl MachineReport {
             kernel_path: selection.path.label().to_string(),
             kernel_path_forced: selection.requested.clone(),
             candle_quantized_kernels: cpu::candle_quantized_level().to_string(),
+            q4k_q6k_kernels: crate::model::weights::eight_row_kernels().map(str::to_string),
             build_warnings,
         }
     }
@@ -341,13 +345,19 @@ impl BenchReport {
         );
         let _ = writeln!(
             s,
-            "  kernel path: {} (chosen at run time{}); candle's quantized matmuls: {}",
+            "  kernel path: {} (chosen at run time{}); quantized matmuls: {}",
             mc.kernel_path,
             match &mc.kernel_path_forced {
                 Some(v) => format!(", {}={v}", cpu::CPU_FEATURES_ENV),
                 None => String::new(),
             },
-            mc.candle_quantized_kernels
+            match &mc.q4k_q6k_kernels {
+                Some(k) => format!(
+                    "Q4_K/Q6_K on Sightline's eight-row {k} kernels, other types candle's {}",
+                    mc.candle_quantized_kernels
+                ),
+                None => format!("candle's {}", mc.candle_quantized_kernels),
+            }
         );
         for w in &mc.build_warnings {
             let _ = writeln!(s, "  warning: {w}");
