@@ -17,7 +17,10 @@
 #   ISA      env: auto (default) turns on every instruction set the running CPU lists in
 #            /proc/cpuinfo; avx2 builds an AVX2+FMA+F16C+BMI2 llama.cpp with every AVX-512 and
 #            VNNI kernel off, whatever the CPU has (the comparison with Sightline forced to
-#            its AVX2 path, SIGHTLINE_CPU_FEATURES=avx2, on an AVX-512 machine).
+#            its AVX2 path, SIGHTLINE_CPU_FEATURES=avx2, on an AVX-512 machine); avxvnni
+#            builds the same plus AVX-VNNI (the 256-bit VNNI of Intel Alder Lake and later
+#            desktops, no AVX-512), for the comparison with candle and Sightline held at
+#            that tier (MISTRALRS_FORCE_AVXVNNI=1) on a CPU that lists avx_vnni.
 #
 # Why each flag:
 #   -DGGML_NATIVE=OFF      A native build (-march=native plus ggml's own feature probe) died on a
@@ -72,7 +75,7 @@ SRC=$(cd "$SRC" && pwd)
 [ -f "$SRC/ggml/CMakeLists.txt" ] || { echo "$SRC is not a llama.cpp source tree" >&2; exit 1; }
 
 ISA=${ISA:-auto}
-case "$ISA" in auto|avx2) ;; *) echo "ISA must be auto or avx2, not '$ISA'" >&2; exit 2 ;; esac
+case "$ISA" in auto|avx2|avxvnni) ;; *) echo "ISA must be auto, avx2 or avxvnni, not '$ISA'" >&2; exit 2 ;; esac
 flags=" $( (grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true) | cut -d: -f2) "
 has() { case "$flags" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 onoff() { if "$@"; then echo ON; else echo OFF; fi; }
@@ -83,9 +86,13 @@ if has avx2; then
     -DGGML_SSE42="$(onoff has sse4_2)" -DGGML_AVX="$(onoff has avx)" -DGGML_AVX2=ON
     -DGGML_FMA="$(onoff has fma)" -DGGML_F16C="$(onoff has f16c)" -DGGML_BMI2="$(onoff has bmi2)"
     -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
-  if [ "$ISA" = avx2 ]; then
+  if [ "$ISA" = avxvnni ] && ! has avx_vnni; then
+    echo "ISA=avxvnni: this CPU does not list avx_vnni" >&2
+    exit 2
+  fi
+  if [ "$ISA" != auto ]; then
     isa_flags+=(-DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF
-                -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF)
+                -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI="$(onoff test "$ISA" = avxvnni)")
   else
     isa_flags+=(-DGGML_AVX512="$(onoff avx512)"
                 -DGGML_AVX512_VBMI="$(onoff has avx512vbmi)"
@@ -93,8 +100,8 @@ if has avx2; then
                 -DGGML_AVX512_BF16="$(onoff has avx512_bf16)"
                 -DGGML_AVX_VNNI="$(onoff has avx_vnni)")
   fi
-elif [ "$ISA" = avx2 ]; then
-  echo "ISA=avx2: this CPU does not list avx2" >&2
+elif [ "$ISA" != auto ]; then
+  echo "ISA=$ISA: this CPU does not list avx2" >&2
   exit 2
 else
   isa_flags=(-DGGML_NATIVE=ON)

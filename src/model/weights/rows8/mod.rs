@@ -81,6 +81,7 @@ pub(crate) fn kernel() -> Option<Kernel> {
     *KERNEL.get_or_init(|| {
         match candle_quantized_tier() {
             CandleQuantTier::Avx2 { .. } => Some(Kernel::Avx2),
+            CandleQuantTier::AvxVnni => Some(Kernel::AvxVnni),
             CandleQuantTier::Avx512Vnni { .. } => Some(Kernel::Avx512Vnni),
             _ => None,
         }
@@ -237,10 +238,16 @@ impl Rows8 {
             unsafe {
                 match (&self.blocks, self.kernel) {
                     (Blocks::Q4K(b), Kernel::Avx2) => by_count!(q4k::group_dot, &b[span]),
+                    (Blocks::Q4K(b), Kernel::AvxVnni) => {
+                        by_count!(q4k::group_dot_avxvnni, &b[span])
+                    }
                     (Blocks::Q4K(b), Kernel::Avx512Vnni) => {
                         by_count!(q4k::group_dot_vnni, &b[span])
                     }
                     (Blocks::Q6K(b), Kernel::Avx2) => by_count!(q6k::group_dot, &b[span]),
+                    (Blocks::Q6K(b), Kernel::AvxVnni) => {
+                        by_count!(q6k::group_dot_avxvnni, &b[span])
+                    }
                     (Blocks::Q6K(b), Kernel::Avx512Vnni) => {
                         by_count!(q6k::group_dot_vnni, &b[span])
                     }

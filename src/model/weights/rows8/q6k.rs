@@ -1,4 +1,4 @@
-//! The Q6_K eight-row layout and its AVX2 and AVX-512 VNNI kernels.
+//! The Q6_K eight-row layout and its AVX2, AVX-VNNI and AVX-512 VNNI kernels.
 //!
 //! Stored Q6_K (GGML `block_q6_K`, 210 bytes per 256 values): 128 bytes of low four
 //! bits, 64 bytes of high two bits, sixteen signed 8-bit scales (one per 16 values) and
@@ -13,6 +13,10 @@
 //! `(q - 32) · x` over a lane's eight values is at most 8·32·127 = 32,512 in magnitude,
 //! so the wrapped arithmetic ends exact. Products never saturate (`maddubs` of two
 //! products: at most 2·63·127 = 16,002).
+//!
+//! The AVX-VNNI kernel sums a 16-value group's products with `vpdpbusd` into each row's
+//! 32-bit lane, starting from the group's `-32 · Σx`, and applies the scale with a
+//! 32-bit multiply.
 //!
 //! The AVX-512 kernel sums with `vpdpbusd` into 32-bit lanes (`2r + t % 2` for row
 //! `r`, the nibble order of `q4k.rs`), each starting from the activation's `-32 · Σx`
@@ -68,12 +72,12 @@ fn values(ql: &[u8], qh: &[u8]) -> [u8; 256] {
 
 /// Where the high two bits of the values at nibble byte `(p, t, r, c)` lie: the byte
 /// of `high`, and the shift of the low-nibble value's bits (the high-nibble value's are
-/// two above). AVX2: groups `t = 2w` and `2w + 1` at `128p + 32w + 4r + c`, shifts 0
+/// two above). AVX2 and AVX-VNNI: groups `t = 2w` and `2w + 1` at `128p + 32w + 4r + c`, shifts 0
 /// and 4. AVX-512: the 64-byte nibble loads `2v` and `2v + 1` (`t / 2`) at
 /// `128p + 64v` plus the byte's place within its load, shifts 0 and 4.
 pub(super) fn high_at(kernel: Kernel, p: usize, t: usize, r: usize, c: usize) -> (usize, u32) {
     match kernel {
-        Kernel::Avx2 => (128 * p + 32 * (t / 2) + 4 * r + c, 4 * (t % 2) as u32),
+        Kernel::Avx2 | Kernel::AvxVnni => (128 * p + 32 * (t / 2) + 4 * r + c, 4 * (t % 2) as u32),
         Kernel::Avx512Vnni => (
             128 * p + 64 * (t / 4) + 8 * r + 4 * (t % 2) + c,
             4 * ((t / 2) % 2) as u32,
@@ -182,6 +186,89 @@ pub(super) unsafe fn group_dot<const R: usize>(
                             let offset = _mm256_set1_epi32(rows[i][b].offsets[group]);
                             let exact = _mm256_add_epi16(acc16[i], offset);
                             sums[i] = _mm256_add_epi32(sums[i], _mm256_madd_epi16(exact, sc));
+                        }
+                    }
+                }
+            }
+            for i in 0..R {
+                let dy = _mm256_set1_ps(rows[i][b].d);
+                acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(sums[i]), acc[i]);
+            }
+        }
+        for i in 0..R {
+            _mm256_storeu_ps(dst[i].as_mut_ptr(), acc[i]);
+        }
+    }
+}
+
+/// [`group_dot`] with AVX-VNNI, on blocks laid out for [`Kernel::AvxVnni`] (the AVX2
+/// layout): `vpdpbusd` sums a row's products over a 16-value group into its 32-bit lane,
+/// which starts at the group's `-32 · Σx` (so it ends at `Σ (q - 32) · x`, at most
+/// 16·32·127 = 65,024 in magnitude: 32 bits, not 16), and the scale is applied with a
+/// 32-bit multiply.
+///
+/// # Safety
+/// The CPU must have what [`Kernel::AvxVnni`] needs; every row of `rows` has `w.len()`
+/// blocks.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,avxvnni,fma,f16c")]
+pub(super) unsafe fn group_dot_avxvnni<const R: usize>(
+    w: &[Block],
+    rows: &[&[Q8Block]; TILE],
+    dst: &mut [[f32; ROWS]; TILE],
+) {
+    use std::arch::x86_64::*;
+    // SAFETY: every read is within a block (offsets below 1024 / 512 / 128 / 256, and
+    // 32 lane offsets) and the caller guarantees the CPU features.
+    unsafe {
+        let m4 = _mm256_set1_epi8(0x0F);
+        let m30 = _mm256_set1_epi8(0x30);
+        let mut acc = [_mm256_setzero_ps(); R];
+        for (b, blk) in w.iter().enumerate() {
+            let d = _mm256_loadu_ps(blk.d.as_ptr());
+            let mut sums = [_mm256_setzero_si256(); R];
+            for p in 0..4 {
+                super::shared::prefetch_ahead(blk, p);
+                for u in 0..2 {
+                    for high_nibbles in [false, true] {
+                        let group = 4 * p + 2 * usize::from(high_nibbles) + u;
+                        let s = _mm_loadl_epi64(blk.scales.as_ptr().add(8 * group).cast());
+                        let sc = _mm256_cvtepi8_epi32(s);
+                        let mut acc32: [__m256i; R] = std::array::from_fn(|i| {
+                            let o = &rows[i][b].lane_offsets;
+                            _mm256_set1_epi32(o[2 * group] + o[2 * group + 1])
+                        });
+                        for t in 4 * u..4 * u + 4 {
+                            let raw =
+                                _mm256_load_si256(blk.qs.as_ptr().add(256 * p + 32 * t).cast());
+                            let hb = _mm256_load_si256(
+                                blk.high.as_ptr().add(128 * p + 32 * (t / 2)).cast(),
+                            );
+                            // The two high bits of this value to bits 4-5 (see `high_at`).
+                            let top = match (t % 2, high_nibbles) {
+                                (0, false) => _mm256_slli_epi16::<4>(hb),
+                                (0, true) => _mm256_slli_epi16::<2>(hb),
+                                (_, false) => hb,
+                                (_, true) => _mm256_srli_epi16::<2>(hb),
+                            };
+                            let low = if high_nibbles {
+                                _mm256_srli_epi16::<4>(raw)
+                            } else {
+                                raw
+                            };
+                            let q = _mm256_or_si256(
+                                _mm256_and_si256(low, m4),
+                                _mm256_and_si256(top, m30),
+                            );
+                            let at = 64 * p + 32 * usize::from(high_nibbles) + 4 * t;
+                            for i in 0..R {
+                                let x = rows[i][b].qs.as_ptr().add(at).cast::<i32>();
+                                let x = _mm256_set1_epi32(x.read_unaligned());
+                                acc32[i] = _mm256_dpbusd_avx_epi32(acc32[i], q, x);
+                            }
+                        }
+                        for i in 0..R {
+                            sums[i] = _mm256_add_epi32(sums[i], _mm256_mullo_epi32(acc32[i], sc));
                         }
                     }
                 }

@@ -16,6 +16,9 @@ const PREFETCH_BLOCKS: usize = 4;
 pub(crate) enum Kernel {
     /// 256-bit `maddubs` (AVX2, FMA, F16C): one load holds four weights of each row.
     Avx2,
+    /// 256-bit `vpdpbusd` (AVX-VNNI, without AVX-512: Intel Alder Lake and later desktops
+    /// and laptops): the AVX2 layout, one instruction where AVX2 takes two.
+    AvxVnni,
     /// 512-bit `vpdpbusd` (AVX-512 F/BW/VL and VNNI): one load holds eight weights of
     /// each row, two four-weight groups side by side.
     Avx512Vnni,
@@ -24,7 +27,7 @@ pub(crate) enum Kernel {
 impl Kernel {
     /// Every family, for the tests that check each on the CPUs that can run it.
     #[cfg(test)]
-    pub(crate) const ALL: [Kernel; 2] = [Kernel::Avx2, Kernel::Avx512Vnni];
+    pub(crate) const ALL: [Kernel; 3] = [Kernel::Avx2, Kernel::AvxVnni, Kernel::Avx512Vnni];
 
     /// Whether this CPU has every instruction the family's kernels use.
     pub(crate) fn runs_here(self) -> bool {
@@ -34,6 +37,7 @@ impl Kernel {
             let avx2 = has!("avx2") && has!("fma") && has!("f16c");
             match self {
                 Kernel::Avx2 => avx2,
+                Kernel::AvxVnni => avx2 && has!("avxvnni"),
                 Kernel::Avx512Vnni => {
                     avx2 && has!("avx512f")
                         && has!("avx512bw")
@@ -53,17 +57,18 @@ impl Kernel {
     pub(crate) fn label(self) -> &'static str {
         match self {
             Kernel::Avx2 => "AVX2",
+            Kernel::AvxVnni => "AVX-VNNI",
             Kernel::Avx512Vnni => "AVX-512 VNNI",
         }
     }
 
     /// Where, among a block's 1,024 nibble bytes, byte `c` of four-byte group `t` of
-    /// row `r` in sub-block pair `p` lies: AVX2 puts group `t` of the eight rows in one
-    /// 32-byte run; AVX-512 puts groups `2w` and `2w + 1` of each row next to each other
+    /// row `r` in sub-block pair `p` lies: AVX2 (and AVX-VNNI) puts group `t` of the eight
+    /// rows in one 32-byte run; AVX-512 puts groups `2w` and `2w + 1` of each row next to each other
     /// in one 64-byte run (32-bit lane `2r + t % 2` of a load holds row `r`'s group `t`).
     pub(super) fn nibble_at(self, p: usize, t: usize, r: usize, c: usize) -> usize {
         match self {
-            Kernel::Avx2 => 256 * p + 32 * t + 4 * r + c,
+            Kernel::Avx2 | Kernel::AvxVnni => 256 * p + 32 * t + 4 * r + c,
             Kernel::Avx512Vnni => 256 * p + 64 * (t / 2) + 8 * r + 4 * (t % 2) + c,
         }
     }
