@@ -160,8 +160,6 @@ pub struct StageOptions {
     pub quantize: Option<GgmlDType>,
     /// Seed of the prompt tokens.
     pub seed: u64,
-    /// Load with [`LoadOptions::exact_weights`].
-    pub exact_weights: bool,
 }
 
 impl Default for StageOptions {
@@ -174,7 +172,6 @@ impl Default for StageOptions {
             threads: 1,
             quantize: None,
             seed: 7,
-            exact_weights: false,
         }
     }
 }
@@ -422,7 +419,6 @@ impl StageBench {
         let t = Instant::now();
         let model = Qwen3Vl::load(&LoadOptions {
             quantize: options.quantize,
-            exact_weights: options.exact_weights,
             ..LoadOptions::new(source.clone())
         })?;
         let load_ms = ms(t.elapsed());

@@ -67,10 +67,6 @@ pub struct BenchArgs {
     /// cores one 1,280-token encode takes minutes.
     #[arg(long)]
     pub no_vision: bool,
-    /// Compute with every matrix in its stored type (no Q6_K → Q8_0 requantization on
-    /// AVX-VNNI CPUs without AVX-512), as llama.cpp does.
-    #[arg(long)]
-    pub exact_weights: bool,
     /// Skip the whole-turn measurement.
     #[arg(long)]
     pub no_turn: bool,
@@ -152,7 +148,6 @@ fn run(args: &BenchArgs) -> Result<()> {
             None
         },
         seed: 7,
-        exact_weights: args.exact_weights,
     };
     let (mut llama, tools) = find_llama_cpp(args, &source)?;
     let lrun = LlamaRun {

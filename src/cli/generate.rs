@@ -61,10 +61,6 @@ pub struct GenerateArgs {
     /// prompt_len - 1 + i of `tokens`.
     #[arg(long)]
     pub dump_logits: Option<PathBuf>,
-    /// Compute with every matrix in its stored type: no Q6_K → Q8_0 requantization on
-    /// AVX-VNNI CPUs without AVX-512 (for comparing logits with another implementation).
-    #[arg(long)]
-    pub exact_weights: bool,
 }
 
 /// `--temperature`, checked by the library's rule (the one `plan` uses too).
@@ -117,7 +113,6 @@ fn generate_inner(args: &GenerateArgs) -> Result<()> {
     let mut model = Qwen3Vl::load(&LoadOptions {
         quantize: options.quantize,
         device: device.clone(),
-        exact_weights: args.exact_weights,
         ..LoadOptions::new(options.source.clone())
     })?;
     let tokenizer = options.source.tokenizer()?;

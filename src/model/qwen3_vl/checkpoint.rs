@@ -274,14 +274,6 @@ impl WeightSource {
         shape: (usize, usize),
     ) -> Result<(QMatMul, Option<MappedPages>)> {
         let expected = [shape.0, shape.1];
-        if let Some((file, gname)) = self.q6k_to_requantize(name) {
-            self.check_shape(name, file.shape(&gname).unwrap_or_default(), &expected)?;
-            if let Some((q, pages)) = file.q6k_as_q8_0_in_place(&gname, shape.0, shape.1) {
-                return Ok((QMatMul::QTensor(Arc::new(q)), Some(pages)));
-            }
-            let q = file.read_q6k_as_q8_0(&gname, shape.0, shape.1)?;
-            return Ok((QMatMul::QTensor(Arc::new(q)), None));
-        }
         let stored = self.load_stored(name)?;
         let found = match &stored {
             Stored::Float(t) => t.dims().to_vec(),
@@ -311,22 +303,6 @@ impl WeightSource {
         let weight = self.conv.matrix(name, stored)?;
         let pages = pages.filter(|_| matches!(weight, QMatMul::QTensor(_)));
         Ok((weight, pages))
-    }
-
-    /// The GGUF file and name of `name` when it is a Q6_K matrix this source requantizes.
-    fn q6k_to_requantize(&self, name: &str) -> Option<(&GgufFile, String)> {
-        let Backend::Gguf { text, mmproj } = &self.backend else {
-            return None;
-        };
-        if !self.conv.q6k_as_q8_0 {
-            return None;
-        }
-        let (part, gname) = self.gguf_name(name)?;
-        let file = match part {
-            GgufPart::Text => text,
-            GgufPart::Mmproj => mmproj,
-        };
-        (file.dtype(&gname) == Some(GgmlDType::Q6K)).then_some((file, gname))
     }
 
     /// The GGUF file and name of checkpoint tensor `name`.

@@ -183,6 +183,11 @@ pub fn path() -> CpuPath {
 /// candle's switch that holds its repacked quantized matmuls at their AVX2 level.
 pub const CANDLE_FORCE_AVX2_ENV: &str = "MISTRALRS_FORCE_AVX2";
 
+/// candle's switch that holds its repacked quantized matmuls at their AVX-VNNI level
+/// (below AVX-512 VNNI, above AVX2), which Sightline's quantized kernels follow too: how
+/// an AVX-512 machine measures an Intel Alder Lake-class CPU's quantized matmuls.
+pub const CANDLE_FORCE_AVXVNNI_ENV: &str = "MISTRALRS_FORCE_AVXVNNI";
+
 /// Make a forced path below AVX-512 hold candle's quantized kernels at AVX2 too: sets
 /// [`CANDLE_FORCE_AVX2_ENV`]`=1` when [`CPU_FEATURES_ENV`] forces `avx2` or `portable`
 /// and the variable is unset, so a forced run measures what an AVX2-only CPU runs (the
@@ -201,7 +206,8 @@ pub fn apply_forced_path_to_candle() -> bool {
 }
 
 /// The tier of candle's repacked quantized CPU matmuls, as candle itself picks it
-/// (`quantized/repack_x86.rs`, `level()`), honouring [`CANDLE_FORCE_AVX2_ENV`].
+/// (`quantized/repack_x86.rs`, `level()`), honouring [`CANDLE_FORCE_AVX2_ENV`] and
+/// [`CANDLE_FORCE_AVXVNNI_ENV`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CandleQuantTier {
     /// AVX-512 VNNI; `amx`: CPUID reports AMX-TILE and AMX-INT8 (Q4_K prefill tiles).
@@ -209,8 +215,11 @@ pub enum CandleQuantTier {
         /// AMX tiles are used for Q4_K prefill.
         amx: bool,
     },
-    /// AVX-VNNI (256-bit `vpdpbusd`).
-    AvxVnni,
+    /// AVX-VNNI (256-bit `vpdpbusd`); `forced`: held there by [`CANDLE_FORCE_AVXVNNI_ENV`].
+    AvxVnni {
+        /// Held at AVX-VNNI by the environment although the CPU has AVX-512 VNNI.
+        forced: bool,
+    },
     /// AVX2 (`maddubs`); `forced`: held there by [`CANDLE_FORCE_AVX2_ENV`].
     Avx2 {
         /// Held at AVX2 by the environment although the CPU has more.
@@ -223,21 +232,13 @@ pub enum CandleQuantTier {
 }
 
 impl CandleQuantTier {
-    /// Whether candle has a repacked Q8_0 kernel at this tier (it needs a real `vpdpbusd`:
-    /// at plain AVX2 a Q8_0 matrix runs candle's unrepacked row-by-row dot products).
-    pub fn has_vnni(self) -> bool {
-        matches!(
-            self,
-            CandleQuantTier::Avx512Vnni { .. } | CandleQuantTier::AvxVnni
-        )
-    }
-
     /// How `bench` labels the tier.
     pub fn label(self) -> &'static str {
         match self {
             CandleQuantTier::Avx512Vnni { amx: true } => "AVX-512 VNNI (+AMX for Q4_K prefill)",
             CandleQuantTier::Avx512Vnni { amx: false } => "AVX-512 VNNI",
-            CandleQuantTier::AvxVnni => "AVX-VNNI",
+            CandleQuantTier::AvxVnni { forced: true } => "AVX-VNNI (forced)",
+            CandleQuantTier::AvxVnni { forced: false } => "AVX-VNNI",
             CandleQuantTier::Avx2 { forced: true } => "AVX2 (forced)",
             CandleQuantTier::Avx2 { forced: false } => "AVX2",
             CandleQuantTier::Unrepacked => "unrepacked (no AVX2)",
@@ -252,14 +253,16 @@ pub fn candle_quantized_tier() -> CandleQuantTier {
     {
         use std::arch::is_x86_feature_detected as has;
         let force_avx2 = std::env::var(CANDLE_FORCE_AVX2_ENV).as_deref() == Ok("1");
-        if !force_avx2 && has!("avx512f") && has!("avx512vnni") {
+        let force_vnni = std::env::var(CANDLE_FORCE_AVXVNNI_ENV).as_deref() == Ok("1");
+        if !force_avx2 && !force_vnni && has!("avx512f") && has!("avx512vnni") {
             // CPUID leaf 7: AMX-TILE (bit 24) and AMX-INT8 (bit 25), as candle reads them.
             let info = std::arch::x86_64::__cpuid_count(7, 0);
             let amx = info.edx & (1 << 25) != 0 && info.edx & (1 << 24) != 0;
             return CandleQuantTier::Avx512Vnni { amx };
         }
-        if !force_avx2 && has!("avxvnni") && has!("avx2") {
-            return CandleQuantTier::AvxVnni;
+        if !force_avx2 && (force_vnni || has!("avxvnni")) && has!("avx2") {
+            let forced = force_vnni && has!("avx512f") && has!("avx512vnni");
+            return CandleQuantTier::AvxVnni { forced };
         }
         if has!("avx2") && has!("fma") {
             return CandleQuantTier::Avx2 { forced: force_avx2 };

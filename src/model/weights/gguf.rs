@@ -1,19 +1,15 @@
 //! GGUF files: metadata read through helpers that name the missing key, tensors read on
-//! demand, and the Q6_K → Q8_0 requantization of [`LoadOptions::exact_weights`].
-//!
-//! [`LoadOptions::exact_weights`]: super::LoadOptions::exact_weights
+//! demand.
 
 use std::collections::HashMap;
-use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use candle_core::quantized::gguf_file::Value;
-use candle_core::quantized::k_quants::{BlockQ8_0, GgmlType};
-use candle_core::quantized::{ggml_file, gguf_file, GgmlDType, QStorage, QTensor};
+use candle_core::quantized::{gguf_file, QTensor};
 use candle_core::Device;
 
 use super::mapped::{MappedFile, MappedPages};
-use crate::error::{BoxError, Error, Result};
+use crate::error::{Error, Result};
 
 /// Which file of a llama.cpp GGUF pair holds a tensor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,24 +162,6 @@ impl GgufFile {
         self.read_mapped(name).map(|(_, pages)| pages)
     }
 
-    /// [`GgufFile::read_q6k_as_q8_0`] without the Q8_0 copy: blocks made from the mapped
-    /// Q6_K bytes when first read, dropped with its pages (see `requant.rs`). `None` where
-    /// the file is not mapped or `name` is not a `rows × cols` Q6_K matrix.
-    pub(crate) fn q6k_as_q8_0_in_place(
-        &self,
-        name: &str,
-        rows: usize,
-        cols: usize,
-    ) -> Option<(QTensor, MappedPages)> {
-        let info = self.content.tensor_infos.get(name)?;
-        if info.ggml_dtype != GgmlDType::Q6K || info.shape.dims() != [rows, cols] {
-            return None;
-        }
-        self.map
-            .as_ref()?
-            .q6k_as_q8_0(self.data_offset(name)?, rows, cols)
-    }
-
     /// The mapped file, when mapping worked.
     #[cfg(test)]
     pub(crate) fn mapped(&self) -> Option<&MappedFile> {
@@ -228,77 +206,14 @@ impl GgufFile {
             .tensor(&mut reader, name, device)
             .map_err(|e| Error::model_file_caused(&self.path, format!("tensor {name}"), e))
     }
-
-    /// The stored type of `name`, if the file holds it.
-    pub(crate) fn dtype(&self, name: &str) -> Option<GgmlDType> {
-        self.content.tensor_infos.get(name).map(|t| t.ggml_dtype)
-    }
-
-    /// The Q6_K matrix `name` of `rows × cols`, requantized to Q8_0 on the CPU. Read
-    /// 4 MiB of rows at a time (the Q6_K copy is never whole in memory), each read
-    /// converted by all of candle's threads (the 2B Q4_K_M file's Q6_K matrices add 1–2 s
-    /// to a 3 s load on 2 threads).
-    pub(crate) fn read_q6k_as_q8_0(&self, name: &str, rows: usize, cols: usize) -> Result<QTensor> {
-        /// Rows one thread converts at a time.
-        const TASK_ROWS: usize = 64;
-        let err = |e: BoxError| Error::model_file_caused(&self.path, format!("tensor {name}"), e);
-        let info = &self.content.tensor_infos[name];
-        let row_bytes = cols / GgmlDType::Q6K.block_size() * GgmlDType::Q6K.type_size();
-        let q8_per_row = cols / GgmlDType::Q8_0.block_size();
-        let chunk_rows = ((4 << 20) / row_bytes).max(TASK_ROWS) / TASK_ROWS * TASK_ROWS;
-        let mut blocks = vec![BlockQ8_0::zeros(); rows * q8_per_row];
-        let mut raw = vec![0u8; chunk_rows * row_bytes];
-        let mut reader = &self.file;
-        reader
-            .seek(SeekFrom::Start(
-                self.content.tensor_data_offset + info.offset,
-            ))
-            .map_err(|e| err(e.into()))?;
-        let failure = std::sync::Mutex::new(None);
-        for out in blocks.chunks_mut(chunk_rows * q8_per_row) {
-            let n = out.len() / q8_per_row;
-            let raw = &mut raw[..n * row_bytes];
-            reader.read_exact(raw).map_err(|e| err(e.into()))?;
-            let tasks: Vec<_> = out
-                .chunks_mut(TASK_ROWS * q8_per_row)
-                .zip(raw.chunks(TASK_ROWS * row_bytes))
-                .map(std::sync::Mutex::new)
-                .collect();
-            candle_core::utils::barrier_pool().execute_chunked(tasks.len(), |range| {
-                for task in &tasks[range] {
-                    let Ok(mut task) = task.lock() else { continue };
-                    let (out, raw) = &mut *task;
-                    let converted = ggml_file::qtensor_from_ggml(
-                        GgmlDType::Q6K,
-                        raw,
-                        vec![raw.len() / row_bytes, cols],
-                        &Device::Cpu,
-                    )
-                    .and_then(|q| q.dequantize(&Device::Cpu)?.flatten_all()?.to_vec1::<f32>());
-                    match converted {
-                        Ok(values) => BlockQ8_0::from_float(&values, out),
-                        Err(e) => {
-                            if let Ok(mut f) = failure.lock() {
-                                f.get_or_insert(e);
-                            }
-                        }
-                    }
-                }
-            });
-            if let Some(e) = failure.lock().ok().and_then(|mut f| f.take()) {
-                return Err(err(e.into()));
-            }
-        }
-        Ok(QTensor::new(QStorage::Cpu(Box::new(blocks)), (rows, cols))?)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use anyhow::{ensure, Context};
-    use candle_core::quantized::QMatMul;
-    use candle_core::{Module, Tensor};
+    use candle_core::quantized::GgmlDType;
+    use candle_core::Tensor;
 
     /// A GGUF file holding one random Q6_K matrix, and that matrix.
     fn q6k_file(dir: &Path, rows: usize, cols: usize) -> anyhow::Result<(PathBuf, QTensor)> {
@@ -308,48 +223,6 @@ mod tests {
         let mut f = std::fs::File::create(&path)?;
         gguf_file::write(&mut f, &[], &[("m", &q)])?;
         Ok((path, q))
-    }
-
-    fn values(q: &QTensor) -> anyhow::Result<Vec<f32>> {
-        Ok(q.dequantize(&Device::Cpu)?
-            .flatten_all()?
-            .to_vec1::<f32>()?)
-    }
-
-    #[test]
-    fn q6k_is_requantized_to_the_q8_0_of_its_values() -> anyhow::Result<()> {
-        let dir = tempfile::tempdir()?;
-        // 10,050 rows of 420 bytes: two 4 MiB reads (9,984 rows, then 66), each ending
-        // in a partial 64-row task.
-        let (rows, cols) = (10_050, 512);
-        let (path, q6k) = q6k_file(dir.path(), rows, cols)?;
-        let q8 = GgufFile::open(&path)?.read_q6k_as_q8_0("m", rows, cols)?;
-        ensure!(q8.dtype() == GgmlDType::Q8_0);
-        ensure!(q8.shape().dims() == [rows, cols]);
-
-        // Bit for bit what quantizing the whole dequantized matrix at once gives.
-        let whole = QTensor::quantize(&q6k.dequantize(&Device::Cpu)?, GgmlDType::Q8_0)?;
-        ensure!(q8.data()? == whole.data()?);
-
-        // Within Q8_0's rounding of each 32-value block: half a step of max|x| / 127,
-        // plus up to 127 times the f16 rounding (2^-11 relative) of the step itself.
-        let bound = 0.5 + 127.0 / 2048.0;
-        let (v, r) = (values(&q6k)?, values(&q8)?);
-        for (vb, rb) in v.chunks(32).zip(r.chunks(32)) {
-            let step = vb.iter().fold(0f32, |m, x| m.max(x.abs())) / 127.0;
-            for (a, b) in vb.iter().zip(rb) {
-                ensure!((a - b).abs() <= bound * step, "{a} vs {b}, step {step}");
-            }
-        }
-
-        // And a matrix-vector product through each agrees to cosine 0.9999.
-        let x = Tensor::randn(0f32, 1.0, (1, cols), &Device::Cpu)?;
-        let y6 = QMatMul::from_qtensor(q6k)?.forward(&x)?;
-        let y8 = QMatMul::from_qtensor(q8)?.forward(&x)?;
-        let sum = |t: Tensor| -> anyhow::Result<f32> { Ok(t.sum_all()?.to_scalar::<f32>()?) };
-        let cosine = sum((&y6 * &y8)?)? / (sum(y6.sqr()?)?.sqrt() * sum(y8.sqr()?)?.sqrt());
-        ensure!(cosine >= 0.9999, "cosine {cosine}");
-        Ok(())
     }
 
     #[test]
@@ -363,7 +236,7 @@ mod tests {
             .open(&path)?
             .set_len(len - 100)?;
         // The header check at open already sees the tensor run past the end of the file.
-        let result = GgufFile::open(&path).and_then(|f| f.read_q6k_as_q8_0("m", rows, cols));
+        let result = GgufFile::open(&path).and_then(|f| f.read("m", &Device::Cpu));
         let err = result
             .err()
             .context("a truncated tensor was read")?

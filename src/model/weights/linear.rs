@@ -117,9 +117,7 @@ impl Linear {
     /// repacked it by then).
     fn quantized_forward(&self, xs: &Tensor) -> Result<Tensor> {
         let xs = xs.to_dtype(DType::F32)?.contiguous()?;
-        let in_use = self.pages.as_ref().and_then(|p| p.in_use());
         let ys = self.weight.forward(&xs)?;
-        drop(in_use);
         self.after_matmul(rows(&xs));
         Ok(ys.to_dtype(self.dtype)?)
     }
@@ -168,12 +166,7 @@ impl Linear {
             .collect();
         if let (1, Some(qs)) = (rows(xs), qtensors) {
             let lhs = xs.to_dtype(DType::F32)?.contiguous()?;
-            let in_use: Vec<_> = layers
-                .iter()
-                .filter_map(|l| l.pages.as_ref().and_then(|p| p.in_use()))
-                .collect();
             let fused = QTensor::gemv_fused_shared_lhs(&qs, &lhs)?;
-            drop(in_use);
             if let Some(outs) = fused {
                 layers.iter().for_each(|l| l.after_matmul(1));
                 return layers

@@ -14,9 +14,7 @@
 //!
 //! Half-precision matrices (the vision tower of an f16 `mmproj`) are read in place too:
 //! `Linear` widens them per matmul, as it widened the f16 copy before, and drops their
-//! pages after each one, so the tower is resident only while an image is encoded. Q6_K
-//! matrices computed as Q8_0 make their Q8_0 blocks from the mapped Q6_K bytes on demand
-//! (`requant.rs`).
+//! pages after each one, so the tower is resident only while an image is encoded.
 //!
 //! The mapping is read-only, so nothing in this process writes to it; like every
 //! memory-mapped model loader (llama.cpp, safetensors), it assumes the file is not
@@ -34,8 +32,6 @@ use candle_core::quantized::{k_quants, GgmlDType, QStorage, QTensor, QuantizedTy
 use candle_core::{CpuStorage, Shape};
 use half::{bf16, f16};
 use memmap2::Mmap;
-
-use super::requant::{InUse, RequantQ8, Requantized};
 
 /// A read-only memory map of a whole model file, shared by the tensors read from it.
 #[derive(Debug, Clone)]
@@ -85,31 +81,15 @@ impl MappedFile {
             GgmlDType::Q8K => self.blocks::<BlockQ8K>(offset, blocks)?,
         };
         let tensor = QTensor::new(QStorage::Cpu(storage), shape.clone()).ok()?;
-        Some((tensor, self.pages(offset, bytes, None)))
+        Some((tensor, self.pages(offset, bytes)))
     }
 
-    /// The `rows × cols` Q6_K matrix at `offset` as Q8_0 blocks made from it on demand
-    /// (see `requant.rs`); `None` where it cannot be read in place.
-    pub(crate) fn q6k_as_q8_0(
-        &self,
-        offset: usize,
-        rows: usize,
-        cols: usize,
-    ) -> Option<(QTensor, MappedPages)> {
-        let shared = Arc::new(Requantized::new(self.map.clone(), offset, rows, cols)?);
-        let storage = Box::new(RequantQ8(shared.clone()));
-        let tensor = QTensor::new(QStorage::Cpu(storage), (rows, cols)).ok()?;
-        let bytes = rows * cols / GgmlDType::Q6K.block_size() * GgmlDType::Q6K.type_size();
-        Some((tensor, self.pages(offset, bytes, Some(shared))))
-    }
-
-    fn pages(&self, offset: usize, len: usize, requant: Option<Arc<Requantized>>) -> MappedPages {
+    fn pages(&self, offset: usize, len: usize) -> MappedPages {
         MappedPages {
             file: self.clone(),
             offset,
             len,
             seen: Arc::new(AtomicU8::new(0)),
-            requant,
         }
     }
 
@@ -194,8 +174,6 @@ pub struct MappedPages {
     len: usize,
     /// Bit per [`RowClass`] seen.
     seen: Arc<AtomicU8>,
-    /// The Q8_0 blocks made from these Q6_K pages, when the matrix is computed as Q8_0.
-    requant: Option<Arc<Requantized>>,
 }
 
 /// The row counts at which candle's x86 kernels change how they read a matrix
@@ -227,24 +205,9 @@ impl MappedPages {
         }
     }
 
-    /// Drop the pages now (and Q8_0 blocks made from them).
+    /// Drop the pages now.
     pub fn release(&self) {
         self.file.release(self.offset, self.len);
-        if let Some(r) = &self.requant {
-            r.release();
-        }
-    }
-
-    /// Hold while a matmul on this matrix runs: blocks made for it are not freed before
-    /// it returns (see `requant.rs`). `None` where nothing needs holding.
-    pub(crate) fn in_use(&self) -> Option<InUse<'_>> {
-        self.requant.as_ref().map(|r| r.in_use())
-    }
-
-    /// Whether Q8_0 blocks made from these pages are resident. For tests.
-    #[cfg(test)]
-    pub(crate) fn requantized_resident(&self) -> Option<bool> {
-        self.requant.as_ref().map(|r| r.is_resident())
     }
 }
 

@@ -22,18 +22,15 @@
 //!
 //! Float weights are kept in the activation dtype, except f16 / bf16 matrices on the
 //! CPU, which stay in their stored half precision (half the memory) and are widened per
-//! matmul. Quantized weights stay quantized and go through the quantized matmul kernels
-//! of the device (on x86 CPUs with AVX2 or AVX-512 VNNI, Q4_K and Q6_K through the
-//! eight-row layouts of `rows8/`), with one exception on CPUs with AVX-VNNI but not
-//! AVX-512: Q6_K matrices are requantized to Q8_0 ([`LoadOptions::exact_weights`] says
-//! why and turns it off).
+//! matmul. Quantized weights stay quantized, in the type the files store, and go through
+//! the quantized matmul kernels of the device (on x86 CPUs with AVX2, Q4_K and Q6_K
+//! through the eight-row layouts of `rows8/`).
 
 mod gguf;
 mod linear;
 mod mapped;
 #[cfg(test)]
 mod mapped_tests;
-mod requant;
 mod rows8;
 mod safetensors;
 mod source;
@@ -65,15 +62,13 @@ pub(crate) enum Stored {
     Quant(QTensor),
 }
 
-/// How stored tensors become the model's weights: the device, the activation dtype,
-/// quantize-at-load and the Q6_K requantization, from [`LoadOptions`].
+/// How stored tensors become the model's weights: the device, the activation dtype and
+/// quantize-at-load, from [`LoadOptions`].
 #[derive(Debug, Clone)]
 pub(crate) struct TensorConverter {
     pub(crate) device: Device,
     pub(crate) dtype: DType,
     pub(crate) quantize: Option<GgmlDType>,
-    /// See [`LoadOptions::exact_weights`].
-    pub(crate) q6k_as_q8_0: bool,
 }
 
 impl TensorConverter {
@@ -98,9 +93,6 @@ impl TensorConverter {
             device: opts.device.clone(),
             dtype,
             quantize: opts.quantize,
-            q6k_as_q8_0: !opts.exact_weights
-                && opts.device.is_cpu()
-                && source::q6k_runs_faster_as_q8_0(),
         })
     }
 

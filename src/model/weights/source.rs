@@ -82,16 +82,6 @@ pub struct LoadOptions {
     pub device: Device,
     /// Activation dtype; `None` picks [`default_activation_dtype`] for the device.
     pub dtype: Option<DType>,
-    /// Keep every quantized matrix in the type the files store it in. By default
-    /// (`false`), on a CPU with AVX-VNNI but not AVX-512 VNNI (where the eight-row
-    /// kernels of `rows8/` do not run Q6_K, candle's kernels do), GGUF matrices stored as
-    /// Q6_K are requantized to Q8_0 while loading: candle's Q6_K matrix-vector kernel reads
-    /// weights at about a third of the speed of its repacked Q8_0 one, and llama.cpp's
-    /// Q4_K_M / Q5_K_M files store the 151,936-row output head (and some FFN-down and
-    /// attention-value matrices) as Q6_K, which made it the largest cost of a decode
-    /// step. Costs 30% more memory for those matrices and adds Q8_0's rounding (about
-    /// 1/254 of each 32-value block's largest weight) to the Q6_K values.
-    pub exact_weights: bool,
 }
 
 impl LoadOptions {
@@ -102,7 +92,6 @@ impl LoadOptions {
             quantize: None,
             device: Device::Cpu,
             dtype: None,
-            exact_weights: false,
         }
     }
 }
@@ -116,15 +105,6 @@ pub fn default_activation_dtype(device: &Device) -> DType {
     } else {
         DType::F32
     }
-}
-
-/// Whether Q6_K matrices are requantized to Q8_0 here (see
-/// [`LoadOptions::exact_weights`]): candle's x86 kernels have their repacked VNNI Q8_0
-/// path and `rows8/` has no Q6_K kernel for this CPU. Follows candle's own tier, so a run
-/// forced to AVX2 (`SIGHTLINE_CPU_FEATURES=avx2`) keeps Q6_K as an AVX2-only CPU does.
-pub(crate) fn q6k_runs_faster_as_q8_0() -> bool {
-    crate::model::qwen3_vl::cpu::candle_quantized_tier().has_vnni()
-        && super::rows8::kernel().is_none()
 }
 
 /// The quantization types quantize-at-load accepts.

@@ -1,19 +1,22 @@
 //! Q4_K and Q6_K matrices laid out eight rows at a time, and their matmul kernels: the
-//! CPU path for quantized matmuls wherever candle's tier is AVX2 (no VNNI: AMD Zen 2/3,
-//! Intel before Ice Lake, and a run forced there with `SIGHTLINE_CPU_FEATURES=avx2`) or
-//! AVX-512 VNNI (Intel Ice Lake and later, AMD Zen 4 and later).
+//! CPU path for those matmuls on every x86-64 CPU with AVX2, at each of candle's tiers:
+//! AVX2 (no VNNI: AMD Zen 2/3, Intel before Ice Lake, and a run forced there with
+//! `SIGHTLINE_CPU_FEATURES=avx2`), AVX-VNNI (256-bit VNNI without AVX-512: Intel Alder
+//! Lake and later desktops and laptops) and AVX-512 VNNI (Intel Ice Lake and later Xeons,
+//! AMD Zen 4 and later).
 //!
 //! At the AVX2 tier candle repacks each Q4_K matrix into tiles whose scales are widened
 //! to f32 (0.75 bytes a weight against the file's 0.5625, a second copy beside the
 //! file), and its one-row dot products walk one row at a time, spending a third of their
 //! instructions on each block's scales. At the AVX-512 VNNI tier it keeps a repacked
 //! copy too, and on CPUs with AMX a second one in AMX tiles for prefill: a whole turn's
-//! peak memory was 1.4× the bound a turn is held to (files + KV cache + 25%).
-//! llama.cpp's AVX2 path interleaves eight rows instead (`block_q4_Kx8`); these layouts
+//! peak memory was 1.4× the bound a turn is held to (files + KV cache + 25%). candle's
+//! Q6_K matrix-vector products at its VNNI tiers read the stored blocks a third as fast
+//! as its Q8_0 ones. llama.cpp's AVX2 path interleaves eight rows instead (`block_q4_Kx8`); these layouts
 //! follow the same idea, arranged so the kernels need no shuffles: per group of eight
 //! rows and per 256-value block, the low four bits of the eight rows four bytes at a
-//! time, so one 32-byte load (AVX2) or 64-byte load (AVX-512, two four-byte groups of
-//! each row side by side) holds the same weights of all eight rows, and the scales
+//! time, so one 32-byte load (AVX2 and AVX-VNNI) or 64-byte load (AVX-512, two four-byte
+//! groups of each row side by side) holds the same weights of all eight rows, and the scales
 //! unpacked to one byte each, rows side by side (`q4k.rs` and `q6k.rs` give the
 //! details). A matrix is laid out for one family ([`Kernel`]), the one [`kernel()`]
 //! picks for this CPU.
@@ -73,15 +76,15 @@ impl std::fmt::Debug for Rows8 {
     }
 }
 
-/// The kernels quantized matmuls on this CPU take, if any: the family matching candle's
-/// own tier (which honours a run forced to AVX2), where the CPU can run it. At the
-/// AVX-VNNI tier (256-bit VNNI without AVX-512) and off x86-64, `None`: candle's kernels.
+/// The kernels Q4_K and Q6_K matmuls on this CPU take, if any: the family matching
+/// candle's own tier (which honours a run forced to AVX2), where the CPU can run it. Off
+/// x86-64 and without AVX2, `None`: candle's kernels.
 pub(crate) fn kernel() -> Option<Kernel> {
     static KERNEL: std::sync::OnceLock<Option<Kernel>> = std::sync::OnceLock::new();
     *KERNEL.get_or_init(|| {
         match candle_quantized_tier() {
             CandleQuantTier::Avx2 { .. } => Some(Kernel::Avx2),
-            CandleQuantTier::AvxVnni => Some(Kernel::AvxVnni),
+            CandleQuantTier::AvxVnni { .. } => Some(Kernel::AvxVnni),
             CandleQuantTier::Avx512Vnni { .. } => Some(Kernel::Avx512Vnni),
             _ => None,
         }
