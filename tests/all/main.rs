@@ -55,6 +55,7 @@ mod model_random_configs;
 mod model_speed;
 mod planner_local;
 mod planner_prompt;
+mod prompt_grammar;
 mod runner_cli;
 #[cfg(feature = "desktop")]
 mod runner_fake_screen;
