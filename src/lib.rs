@@ -73,7 +73,6 @@ pub mod error;
 pub mod eval;
 pub mod generate;
 pub mod hub;
-pub mod hub_paths;
 pub mod image;
 pub mod input_file;
 pub mod kernels;
