@@ -56,6 +56,7 @@ impl Hub {
 
 /// Links `pointer` to `blob` with a relative symlink (`../` × `depth` + `blobs/<etag>`), as the
 /// Hub cache does, or copies the blob where symlinks are not available.
+#[cfg(feature = "download")]
 pub(super) fn link_to_blob(blob: &Path, pointer: &Path, depth: usize) -> std::io::Result<()> {
     #[cfg(unix)]
     {

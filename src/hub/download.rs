@@ -7,7 +7,9 @@
 //! `X-Linked-Size`; for small files the `ETag` and the `Content-Range` of a one-byte range.
 //! The bytes are then fetched by [`transfer`](super::transfer).
 
-use std::path::{Path, PathBuf};
+#[cfg(feature = "download")]
+use std::path::Path;
+use std::path::PathBuf;
 
 use super::download_error::DownloadError;
 use super::Hub;
@@ -16,6 +18,7 @@ use crate::hub::paths::{check_file_name, check_repo_id, check_revision};
 
 impl Hub {
     /// The Hub's address: `HF_ENDPOINT` or the Hub.
+    #[cfg(feature = "download")]
     pub(super) fn endpoint(&self) -> String {
         self.endpoint
             .clone()

@@ -152,6 +152,7 @@ fn tries(attempts: u32) -> String {
     }
 }
 
+#[cfg(feature = "download")]
 impl DownloadError {
     pub(super) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Self::Io {

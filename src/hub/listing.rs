@@ -4,7 +4,7 @@
 use super::cache::list_files;
 use super::Hub;
 use crate::error::{Error, Result};
-use crate::hub::paths::{check_file_name, check_repo_id, check_revision, ensure_under, repo_dir};
+use crate::hub::paths::{check_repo_id, check_revision, ensure_under, repo_dir};
 
 impl Hub {
     /// The files in a repo: the Hub's listing when online, the cached snapshot's when offline
@@ -52,6 +52,7 @@ impl Hub {
     ) -> Result<Vec<String>> {
         use super::download_error::DownloadError;
         use super::retry::{with_retries, Failure, RetryPolicy};
+        use crate::hub::paths::check_file_name;
         use crate::input_file::InputKind;
         use serde::Deserialize;
         use std::io::Read;

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+#[cfg(feature = "download")]
 use super::download_error::DownloadError;
 
 /// How Hub requests are retried.
@@ -32,6 +33,7 @@ impl Default for RetryPolicy {
     }
 }
 
+#[cfg(feature = "download")]
 impl RetryPolicy {
     /// The wait after the `failures`-th failure in a row (1-based).
     fn backoff(&self, failures: u32) -> Duration {
@@ -40,11 +42,13 @@ impl RetryPolicy {
     }
 }
 
+#[cfg(feature = "download")]
 /// Longest run of tries whose every one made progress: a server that sends a few bytes and
 /// cuts every connection still ends.
 const MAX_TRIES_WITH_PROGRESS: u32 = 1000;
 
 /// One try's failure.
+#[cfg(feature = "download")]
 pub(super) enum Failure {
     /// Try again (after `retry_after` when the server said so). `progressed`: bytes were
     /// received before it failed.
@@ -57,12 +61,14 @@ pub(super) enum Failure {
     Fatal(DownloadError),
 }
 
+#[cfg(feature = "download")]
 impl From<DownloadError> for Failure {
     fn from(e: DownloadError) -> Self {
         Failure::Fatal(e)
     }
 }
 
+#[cfg(feature = "download")]
 /// Runs `attempt` until it succeeds, fails for good, or fails `policy.attempts` times in a row
 /// without progress. The error returned counts the tries made.
 pub(super) fn with_retries<T>(
@@ -107,7 +113,7 @@ pub(super) fn with_retries<T>(
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "download"))]
 mod tests {
     use super::*;
 
