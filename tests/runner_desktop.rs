@@ -114,7 +114,7 @@ fn typing_into_xterm_runs_the_command_and_writes_the_file() -> anyhow::Result<()
         .view
         .capabilities
         .iter()
-        .any(|c| c.id == sightline::runner::CAPABILITY_NATIVE_INPUT));
+        .any(|c| c.id == sightline::moves::CAPABILITY_NATIVE_INPUT));
     Ok(())
 }
 

@@ -7,39 +7,11 @@ use anyhow::{Context, Result};
 use cel_contracts::{AttemptRecord, PlanningView};
 use serde::de::DeserializeOwned;
 use sightline::decode::{check_top_p, Sampling};
-use sightline::image::{InputLimits, MAX_VISUAL_TOKENS};
+use sightline::exit_code;
+use sightline::image::InputLimits;
 use sightline::input_file::{self, InputKind};
-use sightline::planner::{LocalPlanner, PlannerOptions, Turn, TurnStats};
-
-use crate::cli::resolve::{self, resolve_model, ModelSettings};
-
-/// Exit codes of `plan` and `verify`.
-pub mod exit_code {
-    /// The move or verdict was printed.
-    pub const SUCCESS: i32 = 0;
-    /// `verify` printed a verdict that rejects the claim.
-    pub const NOT_VERIFIED: i32 = 1;
-    /// Bad arguments, a bad file, a model that cannot be loaded.
-    pub const USAGE_OR_SETUP: i32 = 2;
-}
-
-/// The model options `plan` and `verify` share.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ModelArgs {
-    /// Model: a manifest id (`qwen3-vl-2b`, `qwen3-vl-4b:q8_0`), a Hub repo id or a local path.
-    /// Default: the manifest marked default.
-    #[arg(long)]
-    pub model: Option<String>,
-    /// Device: auto, cpu, cuda, cuda:N, metal.
-    #[arg(long, default_value = "auto")]
-    pub device: String,
-    /// Quantize a safetensors model while loading: q8_0, q6k, q5k, q4k.
-    #[arg(long)]
-    pub quantize: Option<String>,
-    /// Most visual tokens per screenshot, 1 to 100,000 (default: the model manifest's budget).
-    #[arg(long, value_parser = parse_visual_tokens)]
-    pub max_visual_tokens: Option<usize>,
-}
+use sightline::planner::{LocalPlanner, Turn, TurnStats};
+use sightline::settings::ModelArgs;
 
 /// Arguments of `sightline plan`.
 #[derive(Debug, Clone, clap::Args)]
@@ -110,31 +82,13 @@ pub struct VerifyArgs {
 }
 
 /// Runs `sightline plan`; returns the exit code.
-pub fn plan(args: &PlanArgs) -> i32 {
-    report(plan_inner(args).map(|()| exit_code::SUCCESS))
+pub fn plan(args: &PlanArgs) -> Result<i32> {
+    plan_inner(args).map(|()| exit_code::SUCCESS)
 }
 
 /// Runs `sightline verify`; returns the exit code.
-pub fn verify(args: &VerifyArgs) -> i32 {
-    report(verify_inner(args))
-}
-
-fn report(result: Result<i32>) -> i32 {
-    result.unwrap_or_else(|e| {
-        eprintln!("error: {}", crate::cli::error_line(&e));
-        exit_code::USAGE_OR_SETUP
-    })
-}
-
-/// `--max-visual-tokens`: 1 to [`MAX_VISUAL_TOKENS`], so 0 and absurd values are usage
-/// errors naming the flag (clap prints it and exits 2), never a wrapped budget.
-pub fn parse_visual_tokens(s: &str) -> std::result::Result<usize, String> {
-    let n: usize = s.parse().map_err(|e| format!("{e}"))?;
-    if (1..=MAX_VISUAL_TOKENS).contains(&n) {
-        Ok(n)
-    } else {
-        Err(format!("expected 1 to {MAX_VISUAL_TOKENS} visual tokens"))
-    }
+pub fn verify(args: &VerifyArgs) -> Result<i32> {
+    verify_inner(args)
 }
 
 fn plan_inner(args: &PlanArgs) -> Result<()> {
@@ -178,7 +132,7 @@ fn plan_inner(args: &PlanArgs) -> Result<()> {
         }
         return Ok(());
     }
-    let mut options = planner_options(&args.model, None)?;
+    let mut options = args.model.resolve_planner_options()?;
     if let Some(sampling) = sampling {
         options.decode.sampling = sampling;
     }
@@ -208,7 +162,8 @@ fn verify_inner(args: &VerifyArgs) -> Result<i32> {
         None => sightline::view::empty_view(&args.goal),
     };
     let screenshot = read_screenshot(&args.screenshot)?;
-    let mut options = planner_options(&args.model, args.grader_head.clone())?;
+    let mut options = args.model.resolve_planner_options()?;
+    options.grader_head = args.grader_head.clone();
     options.grader_threshold = args.threshold;
     let planner = LocalPlanner::load(&options)?;
     let memory = serde_json::Value::Null;
@@ -229,23 +184,8 @@ fn verify_inner(args: &VerifyArgs) -> Result<i32> {
     Ok(if verdict.verified {
         exit_code::SUCCESS
     } else {
-        exit_code::NOT_VERIFIED
+        exit_code::FAILED
     })
-}
-
-/// Resolve `--model` (manifest, Hub repo or path; downloading when needed) into options.
-pub fn planner_options(args: &ModelArgs, grader_head: Option<PathBuf>) -> Result<PlannerOptions> {
-    let resolved = resolve_model(args.model.as_deref())?;
-    let mut options = resolve::planner_options(
-        &resolved,
-        &ModelSettings {
-            device: &args.device,
-            quantize: args.quantize.as_deref(),
-            max_visual_tokens: args.max_visual_tokens,
-        },
-    )?;
-    options.grader_head = grader_head;
-    Ok(options)
 }
 
 /// Reads a screenshot or image through [`input_file`] and decodes it once to check it, so a

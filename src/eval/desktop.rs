@@ -22,14 +22,13 @@ use super::task::Task;
 use crate::error::{Error, Result};
 use crate::runner::trace::{read_turns, OutcomeRecord, OUTCOME_FILE};
 use crate::runner::EndReason;
+use crate::settings::ModelArgs;
 
 /// Extra time a runner child gets past its own `--timeout` (model load, a planner call in
 /// progress when the budget ran out) before it is killed.
 pub const RUNNER_GRACE: Duration = Duration::from_secs(120);
 /// After a stop request, how long the child gets to stop on its own (it stops between steps).
 const STOP_GRACE: Duration = Duration::from_secs(3);
-/// The runner's exit code for a setup error (`sightline run`'s).
-const RUNNER_EXIT_SETUP: i32 = 2;
 
 /// Who plays the agent.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,13 +38,8 @@ pub enum Agent {
     /// A replay file for every task (a no-op replay shows a checker fails when nothing is
     /// done).
     Replay(PathBuf),
-    /// A model, as `--model` takes it, on a device.
-    Model {
-        /// The model spec.
-        model: String,
-        /// The device.
-        device: String,
-    },
+    /// A model, with the model flags of `sightline run`.
+    Model(ModelArgs),
 }
 
 impl Agent {
@@ -54,7 +48,7 @@ impl Agent {
         match self {
             Agent::Oracle => "oracle".into(),
             Agent::Replay(p) => format!("replay {}", p.display()),
-            Agent::Model { model, .. } => model.clone(),
+            Agent::Model(args) => args.model.clone().unwrap_or_else(|| "default".into()),
         }
     }
 }
@@ -195,8 +189,8 @@ fn run_agent(
             fs::write(&replay, filled).map_err(|e| Error::io(&replay, e))?;
             cmd.arg("--replay").arg(replay);
         }
-        Agent::Model { model, device } => {
-            cmd.args(["--model", model, "--device", device]);
+        Agent::Model(args) => {
+            cmd.args(args.to_cli_args());
         }
     }
     let goal = session.placeholders().apply(&task.goal);
@@ -310,7 +304,8 @@ fn fill_from_agent(result: &mut RunResult, agent: &AgentRun, trace_dir: &Path) {
                 .or_else(|| agent.log.lines().last())
                 .unwrap_or("")
                 .to_string();
-            if agent.exit_code == Some(RUNNER_EXIT_SETUP) && result.detail.is_empty() {
+            if agent.exit_code == Some(crate::exit_code::USAGE_OR_SETUP) && result.detail.is_empty()
+            {
                 result.detail = "sightline run exited with a setup error".into();
             }
         }

@@ -32,6 +32,7 @@ use candle_core::Tensor;
 use cel_contracts::{AttemptRecord, DoneVerdict, NextMove, PlanProducer, PlanningView};
 use tokenizers::Tokenizer;
 
+use crate::chat::{self, Role};
 use crate::decode::{
     decode_move, move_thought, DecodeOptions, Grammar, GrammarEngine, GrammarOptions, MoveSpec,
     Sampling, TokenEnv,
@@ -598,10 +599,14 @@ impl Engine {
 
 /// The turn as text, for `--show-prompt`: the image pads shown as one placeholder.
 fn prompt_text(system: &str, image_tokens: Option<usize>, view: &str, task: &str) -> String {
-    let image = image_tokens.map_or(String::new(), |n| {
-        format!("<|vision_start|><image × {n}><|vision_end|>")
-    });
-    format!("<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{image}{view}{task}")
+    let image = image_tokens
+        .map(chat::image_placeholder)
+        .unwrap_or_default();
+    format!(
+        "{}{}{image}{view}{task}",
+        chat::turn(Role::System, system),
+        chat::open(Role::User)
+    )
 }
 
 #[async_trait]

@@ -7,10 +7,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use cel_contracts::PlanningView;
 
 use super::capture::{self, Capture, MonitorInfo, ScreenCapturer};
-use super::coords::{self, InputPoint, ScreenGeometry};
+use super::coords::{InputPoint, ScreenGeometry};
 use super::elements::{ElementBudget, ElementFacts, ElementSource, ElementTable, ScreenElement};
 use super::input::{EnigoInput, InputDevice};
 use crate::error::{Error, Result};
+use crate::moves::{parse_point, parse_target, Target};
 
 // ─── Desktop ────────────────────────────────────────────────────────────────
 
@@ -166,9 +167,9 @@ impl TargetResolver for XyResolver {
         view: &PlanningView,
         geometry: &ScreenGeometry,
     ) -> Result<InputPoint> {
-        match coords::parse_xy_target(target_id)? {
-            Some(p) => geometry.to_input(p),
-            None => {
+        match parse_target(target_id)? {
+            Target::Point(p) => geometry.to_input(p),
+            Target::Element(_) => {
                 let known = view.elements.iter().any(|e| e.id == target_id);
                 Err(Error::runner(format!(
                     "target {target_id:?} is not an xy:X,Y point{}; this runner resolves only \
@@ -291,7 +292,7 @@ pub fn element_facts(
             .unwrap_or_else(|| e.raw.name.clone());
         return Some(facts(e, name));
     }
-    let rel = coords::parse_xy_target(target_id).ok()??;
+    let rel = parse_point(target_id)?;
     let p = geometry.to_input(rel).ok()?;
     let (px, py) = geometry.pixel_of_input(p);
     table

@@ -407,10 +407,10 @@ impl Runner {
                 to_y,
             } => {
                 // Select's coordinates follow the same 0–1000 convention as xy: targets.
-                let rel_from =
-                    RelativePoint::new((*from_x).into(), (*from_y).into()).map_err(plan_err)?;
-                let rel_to =
-                    RelativePoint::new((*to_x).into(), (*to_y).into()).map_err(plan_err)?;
+                let rel_from = crate::moves::RelativePoint::new((*from_x).into(), (*from_y).into())
+                    .map_err(plan_err)?;
+                let rel_to = crate::moves::RelativePoint::new((*to_x).into(), (*to_y).into())
+                    .map_err(plan_err)?;
                 let from = geometry.to_input(rel_from).map_err(plan_err)?;
                 let to = geometry.to_input(rel_to).map_err(plan_err)?;
                 self.drag(from, to, state).map_err(input_err)?;
@@ -451,7 +451,7 @@ impl Runner {
     /// `before`; a screen that stays the same fails the step, so the planner's history
     /// shows the expectation was not met.
     ///
-    /// [`MAX_EXPECT_MS`]: crate::decode::MAX_EXPECT_MS
+    /// [`MAX_EXPECT_MS`]: crate::moves::MAX_EXPECT_MS
     fn expect_screen_change(
         &mut self,
         before: &image::RgbaImage,
@@ -459,7 +459,7 @@ impl Runner {
         state: &RunState,
     ) -> std::result::Result<(), StepError> {
         const POLL_MS: u64 = 100;
-        let timeout_ms = timeout_ms.min(u64::from(crate::decode::MAX_EXPECT_MS));
+        let timeout_ms = timeout_ms.min(u64::from(crate::moves::MAX_EXPECT_MS));
         let started = std::time::Instant::now();
         loop {
             self.pause(POLL_MS.min(timeout_ms), state);

@@ -56,6 +56,7 @@ pub mod trace;
 
 mod desktop;
 mod execute;
+mod observe;
 mod options;
 
 use std::time::{Duration, Instant};
@@ -67,7 +68,7 @@ use cel_contracts::{
 use serde_json::{json, Value};
 
 pub use capture::{list_monitors, Capture, MonitorInfo, ScreenCapturer};
-pub use coords::{InputPoint, RelativePoint, ScreenGeometry};
+pub use coords::{InputPoint, ScreenGeometry};
 pub use desktop::{
     capture_elements, element_facts, Desktop, ElementClick, ElementResolver, ElementTarget,
     TargetResolver, XDesktop, XyResolver, CLICK_ACTIONS,
@@ -75,6 +76,7 @@ pub use desktop::{
 pub use elements::{ElementBudget, ElementFacts, ElementSource, ElementTable, ScreenElement};
 pub use execute::{action_type, describe_action};
 pub use input::{parse_key, parse_key_chord, ButtonAction, EnigoInput, InputDevice, KEY_NAMES};
+pub use observe::desktop_view;
 pub use options::{
     Budget, EndReason, NoopObserver, RunObserver, RunOptions, RunReport, SettleOptions,
 };
@@ -83,11 +85,7 @@ pub use safety::{ConfirmPrompt, ScriptedPrompt, StopFlag, TerminalPrompt};
 pub use trace::{RunMeta, TraceWriter, TurnRecord};
 
 use crate::error::{Error, Result};
-use crate::view::desktop_view;
 
-/// The capability id announcing native mouse and keyboard input (the one the grammar reads).
-pub use crate::decode::CAPABILITY_NATIVE_INPUT;
-pub use crate::view::CAPABILITY_VISION;
 /// Longest single `wait` step honoured; longer waits are cut to this (the run's timeout still
 /// applies on top).
 pub const MAX_WAIT_MS: u64 = 60_000;

@@ -193,14 +193,14 @@ impl TraceWriter {
     }
 
     /// A judged done claim becomes an unlabelled grader example (see
-    /// [`GraderExample`](crate::planner::grader::GraderExample)).
+    /// [`GraderExample`](crate::moves::GraderExample)).
     fn write_grader_example(&mut self, record: &TurnRecord) -> Result<()> {
         let (Some(NextMove::Done { summary, .. }), Some(verdict), Some(screenshot)) =
             (&record.next_move, &record.verdict, &record.screenshot)
         else {
             return Ok(());
         };
-        let example = crate::planner::grader::GraderExample {
+        let example = crate::moves::GraderExample {
             screenshot: PathBuf::from(screenshot),
             view: Some(record.view.clone()),
             goal: self.goal.clone(),

@@ -169,7 +169,7 @@ fn a_traced_done_claim_becomes_a_grader_example_to_label() -> Result<()> {
     let text = std::fs::read_to_string(trace.join("grader_examples.jsonl"))?;
     let lines: Vec<&str> = text.lines().collect();
     ensure!(lines.len() == 1, "{text}");
-    let example: sightline::planner::grader::GraderExample = serde_json::from_str(lines[0])?;
+    let example: sightline::moves::GraderExample = serde_json::from_str(lines[0])?;
     ensure!(example.goal == "Open the menu" && example.summary == "The menu is open");
     ensure!(example.verified.is_none() && example.grader_verified == Some(true));
     ensure!(
