@@ -108,6 +108,10 @@ impl Hub {
         })?;
         check_commit(&meta.commit)?;
         let etag = clean_etag(&meta.etag)?;
+        let limit = crate::input_file::InputKind::ModelWeights.max_bytes();
+        if meta.size.is_some_and(|size| size > limit) {
+            return Err(DownloadError::TooLarge { limit });
+        }
 
         let root = &self.cache_dir;
         std::fs::create_dir_all(root).map_err(|e| DownloadError::io(root, e))?;

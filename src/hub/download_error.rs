@@ -103,8 +103,8 @@ pub enum DownloadError {
         /// Requests made.
         attempts: u32,
     },
-    /// More bytes than announced (or than a model file may have).
-    #[error("the download sent more than the {limit} bytes announced; refusing it")]
+    /// More bytes than announced, or a file over the model-file size limit.
+    #[error("the file is larger than {limit} bytes (the size announced, or the limit for a model file); refusing it")]
     TooLarge {
         /// The announced size, or the model-file size limit.
         limit: u64,

@@ -127,7 +127,11 @@ pub(super) fn token() -> Option<Token> {
 /// A timeout in seconds from `name` (decimals allowed), else the default. A value that is not
 /// a positive number of at most a day is ignored with a warning.
 pub(super) fn timeout(name: &str) -> Duration {
-    let Some(text) = var(name) else {
+    parse_timeout(name, var(name))
+}
+
+fn parse_timeout(name: &str, value: Option<String>) -> Duration {
+    let Some(text) = value else {
         return DEFAULT_TIMEOUT;
     };
     match text.parse::<f64>() {
@@ -148,4 +152,30 @@ pub(super) fn timeout(name: &str) -> Duration {
 /// `HF_ENDPOINT` without a trailing `/`, else the Hub.
 pub(super) fn endpoint() -> Option<String> {
     var("HF_ENDPOINT").map(|e| e.trim_end_matches('/').to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_take_seconds_and_ignore_what_is_not_a_sane_number() {
+        let t = |v: &str| parse_timeout("T", Some(v.to_string()));
+        assert_eq!(t("30"), Duration::from_secs(30));
+        assert_eq!(t("2.5"), Duration::from_millis(2500));
+        for bad in ["0", "-1", "NaN", "inf", "1e12", "ten", ""] {
+            assert_eq!(t(bad), DEFAULT_TIMEOUT, "{bad}");
+        }
+        assert_eq!(parse_timeout("T", None), DEFAULT_TIMEOUT);
+    }
+
+    #[test]
+    fn a_tokens_debug_form_never_shows_it() {
+        let token = Token::new("hf_secret".into(), "HF_TOKEN");
+        let shown = format!("{token:?}");
+        assert!(
+            !shown.contains("hf_secret") && shown.contains("HF_TOKEN"),
+            "{shown}"
+        );
+    }
 }

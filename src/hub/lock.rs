@@ -17,9 +17,9 @@ pub(super) struct BlobLock {
 }
 
 impl BlobLock {
-    /// Takes the lock at `path` (creating the file), waiting for another holder; `what`
-    /// names the file in the one message printed while waiting.
-    pub(super) fn acquire(path: &Path, what: &str) -> Result<Self, DownloadError> {
+    /// Takes the lock at `path` (creating the file), waiting for another holder; with
+    /// `announce`, a line on stderr naming `what` says why it waits.
+    pub(super) fn acquire(path: &Path, what: &str, announce: bool) -> Result<Self, DownloadError> {
         let file = OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -29,10 +29,13 @@ impl BlobLock {
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
-                eprintln!(
-                    "waiting for another download of {what} to finish (lock {})",
-                    path.display()
-                );
+                if announce {
+                    eprintln!(
+                        "waiting for another download of {what} to finish (lock {})",
+                        path.display()
+                    );
+                }
+                tracing::info!("waiting for the lock {}", path.display());
                 file.lock().map_err(|e| DownloadError::io(path, e))?;
             }
             Err(TryLockError::Error(e)) => return Err(DownloadError::io(path, e)),
@@ -49,13 +52,13 @@ mod tests {
     fn a_second_holder_waits_until_the_first_drops_the_lock() -> crate::Result<()> {
         let dir = tempfile::tempdir().map_err(|e| crate::Error::io("tempdir", e))?;
         let path = dir.path().join("x.lock");
-        let first =
-            BlobLock::acquire(&path, "x").map_err(|e| crate::Error::hub("x", e.to_string()))?;
+        let first = BlobLock::acquire(&path, "x", false)
+            .map_err(|e| crate::Error::hub("x", e.to_string()))?;
         let (tx, rx) = std::sync::mpsc::channel();
         let waiter = {
             let path = path.clone();
             std::thread::spawn(move || {
-                let got = BlobLock::acquire(&path, "x").is_ok();
+                let got = BlobLock::acquire(&path, "x", false).is_ok();
                 let _ = tx.send(got);
             })
         };

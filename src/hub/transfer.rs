@@ -57,7 +57,11 @@ impl Hub {
         if blob.is_file() {
             return Ok(blob);
         }
-        let _lock = BlobLock::acquire(&locks.join(format!("{}.lock", req.etag)), req.file)?;
+        let _lock = BlobLock::acquire(
+            &locks.join(format!("{}.lock", req.etag)),
+            req.file,
+            self.progress,
+        )?;
         // Another pull may have finished it while this one waited.
         if blob.is_file() {
             return Ok(blob);

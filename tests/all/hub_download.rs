@@ -336,6 +336,7 @@ fn pull(server: &StandInHub, home: &Path, token: Option<&str>) -> anyhow::Result
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sightline"));
     cmd.args(["models", "pull", REPO])
         .env("HF_HOME", home)
+        .env("XDG_CONFIG_HOME", home)
         .env("HF_ENDPOINT", &server.url)
         .env_remove("HF_HUB_OFFLINE")
         .env_remove("HF_HUB_CACHE")
@@ -411,6 +412,7 @@ fn hf_hub_cache_moves_the_cache() -> anyhow::Result<()> {
         .args(["models", "pull", REPO])
         .env("HF_HOME", home.path())
         .env("HF_HUB_CACHE", elsewhere.path())
+        .env("XDG_CONFIG_HOME", home.path())
         .env("HF_ENDPOINT", &server.url)
         .env_remove("HF_HUB_OFFLINE")
         .env_remove("HF_TOKEN")
