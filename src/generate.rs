@@ -5,13 +5,8 @@
 //! The prompt is Qwen3-VL's chat template with one user turn and the assistant turn opened,
 //! exactly as transformers' `apply_chat_template(..., add_generation_prompt=True)` renders a
 //! user message holding an image and then the text (no system turn: Qwen3-VL's template adds
-//! none):
-//!
-//! ```text
-//! <|im_start|>user
-//! <|vision_start|><|image_pad|>×N<|vision_end|>{prompt}<|im_end|>
-//! <|im_start|>assistant
-//! ```
+//! none), written by [`crate::chat`]: the user turn's opening, the image run of `N` pads
+//! between its vision markers, the text, the turn's end and the assistant's opening.
 //!
 //! `N` is the image's visual-token count; without an image the vision run is absent. The
 //! whole text is tokenized in one call, as transformers' processor does, so special-token

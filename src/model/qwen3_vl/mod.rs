@@ -14,7 +14,7 @@
 //! let mut opts = LoadOptions::new(ModelSource::Safetensors { dir: "Qwen3-VL-2B-Instruct".into() });
 //! opts.quantize = Some(GgmlDType::Q8_0);
 //! let mut model = Qwen3Vl::load(&opts)?;
-//! let prefix = [151644, 872, 198]; // <|im_start|>user\n
+//! let prefix = [151644, 872, 198]; // the user turn's opening
 //! model.feed(&prefix, &[])?; // computed once
 //! let logits = model.feed(&[9707, 151645], &[])?; // (vocab,) for the last token
 //! model.truncate(prefix.len())?; // back to the cached prefix for the next turn

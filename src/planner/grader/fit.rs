@@ -238,8 +238,9 @@ fn logistic(xs: &[Vec<f32>], labels: &[Option<bool>], options: &FitOptions) -> (
 
 #[cfg(test)]
 mod tests {
-    use super::super::head::GraderHead;
+    use super::super::head::{GraderHead, HeadMeta};
     use super::*;
+    use candle_core::DType;
 
     #[test]
     fn fitting_separates_a_linear_signal_and_holds_out_a_seeded_part() -> Result<()> {
@@ -281,6 +282,100 @@ mod tests {
         assert_eq!(
             verdict.next_action_hint,
             Some(NextActionHint::DifferentTarget)
+        );
+        Ok(())
+    }
+
+    fn meta(hidden_size: usize) -> HeadMeta {
+        HeadMeta {
+            model: "text.gguf (100 bytes) + mmproj.gguf (50 bytes)".into(),
+            hidden_size,
+            quantization: "as stored".into(),
+            visual_tokens: 1280,
+            prompt: "p1".into(),
+        }
+    }
+
+    #[test]
+    fn a_head_file_records_its_setup_and_is_refused_on_another() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let path = dir.path().join("head.safetensors");
+        let report = FitReport {
+            weight: vec![0.5; HEAD_ROWS * 8],
+            bias: vec![0.0; HEAD_ROWS],
+            hidden: 8,
+            train_accuracy: 1.0,
+            held_out_accuracy: 1.0,
+            train_len: 3,
+            held_out_len: 1,
+            trained_hints: [false, true, false, false],
+        };
+        report.save(&path, &meta(8))?;
+        let head = GraderHead::load(&path, &meta(8), &Device::Cpu)?;
+        let GraderHead::Trained { trained_hints, .. } = &head else {
+            return Err(Error::invalid_input("not trained"));
+        };
+        assert_eq!(trained_hints, &[false, true, false, false]);
+        // Another model of the same shape, another quantization, budget or prompt: refused,
+        // naming what differs.
+        for (other, names) in [
+            (
+                HeadMeta {
+                    model: "fine-tune.gguf (100 bytes) + mmproj.gguf (50 bytes)".into(),
+                    ..meta(8)
+                },
+                "model",
+            ),
+            (
+                HeadMeta {
+                    quantization: "Q8_0".into(),
+                    ..meta(8)
+                },
+                "quantization",
+            ),
+            (
+                HeadMeta {
+                    visual_tokens: 640,
+                    ..meta(8)
+                },
+                "visual budget",
+            ),
+            (
+                HeadMeta {
+                    prompt: "p2".into(),
+                    ..meta(8)
+                },
+                "prompt",
+            ),
+            (meta(16), "hidden size 8"),
+        ] {
+            let err = match GraderHead::load(&path, &other, &Device::Cpu) {
+                Ok(_) => return Err(Error::invalid_input(format!("loaded on {other:?}"))),
+                Err(e) => e.to_string(),
+            };
+            assert!(err.contains(names), "{names}: {err}");
+        }
+        // A head without the record (an older file) is refused with what to do.
+        let old = dir.path().join("old.safetensors");
+        candle_core::safetensors::save(
+            &std::collections::HashMap::from([
+                (
+                    "weight".to_string(),
+                    Tensor::ones((HEAD_ROWS, 8), DType::F16, &Device::Cpu)?,
+                ),
+                (
+                    "bias".to_string(),
+                    Tensor::zeros(HEAD_ROWS, DType::F32, &Device::Cpu)?,
+                ),
+            ]),
+            &old,
+        )?;
+        let err = GraderHead::load(&old, &meta(8), &Device::Cpu)
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            err.as_deref().is_some_and(|e| e.contains("grader fit")),
+            "{err:?}"
         );
         Ok(())
     }

@@ -328,6 +328,20 @@ impl FileGraph {
             .unwrap_or_default()
     }
 
+    /// Every edge from a file under `from` to a file under `to` (path prefixes) that
+    /// production code makes, as `from → to (why)`.
+    pub(super) fn production_edges(&self, from: &str, to: &str) -> Vec<String> {
+        self.edges
+            .iter()
+            .filter(|(f, _)| f.starts_with(from))
+            .flat_map(|(f, ts)| {
+                ts.iter()
+                    .filter(|(t, e)| t.starts_with(to) && !e.test_only)
+                    .map(move |(t, e)| format!("{f} → {t} ({})", e.why))
+            })
+            .collect()
+    }
+
     /// The `allowed` entries that do not name an edge made by test code only: a production
     /// edge is never allowed, and an entry whose edge is gone must go too.
     pub(super) fn misused_allowances(&self, allowed: &[(&str, &str, &str)]) -> Vec<String> {

@@ -91,6 +91,197 @@ fn src_files_have_no_import_cycle() -> Result<()> {
     Ok(())
 }
 
+/// The layering ARCHITECTURE.md states, as rules on the file graph: `(files under, must not
+/// use files under, the reason ARCHITECTURE.md gives)`. Test code may cross them.
+const LAYER_RULES: &[(&str, &str, &str)] = &[
+    (
+        "src/runner/",
+        "src/planner/",
+        "the runner knows a planner only as a PlanProducer",
+    ),
+    (
+        "src/runner/",
+        "src/decode/",
+        "the runner knows a planner only as a PlanProducer; the move vocabulary is moves/",
+    ),
+    (
+        "src/model/weights/",
+        "src/model/qwen3_vl/",
+        "the generic loader knows no architecture",
+    ),
+    (
+        "src/model/",
+        "src/decode/",
+        "the model knows nothing of grammars",
+    ),
+    (
+        "src/model/",
+        "src/planner/",
+        "the model knows nothing of agents",
+    ),
+    (
+        "src/model/",
+        "src/runner/",
+        "the model knows nothing of the desktop",
+    ),
+    (
+        "src/decode/",
+        "src/planner/",
+        "the decoder sits below the planner",
+    ),
+    (
+        "src/decode/",
+        "src/runner/",
+        "the decoder knows nothing of the desktop",
+    ),
+    (
+        "src/planner/",
+        "src/runner/",
+        "the planner knows nothing of the desktop",
+    ),
+    (
+        "src/moves/",
+        "src/decode/",
+        "the vocabulary uses nothing above it",
+    ),
+    (
+        "src/moves/",
+        "src/planner/",
+        "the vocabulary uses nothing above it",
+    ),
+    (
+        "src/moves/",
+        "src/runner/",
+        "the vocabulary uses nothing above it",
+    ),
+    (
+        "src/moves/",
+        "src/model/",
+        "the vocabulary uses nothing above it",
+    ),
+    (
+        "src/cpu/",
+        "src/model/",
+        "CPU detection and dispatch serve the model, not the reverse",
+    ),
+    (
+        "src/hub/",
+        "src/model/",
+        "the hub names files; the model reads them",
+    ),
+    (
+        "src/hub/",
+        "src/planner/",
+        "the hub names files for any caller",
+    ),
+    (
+        "src/chat.rs",
+        "src/planner/",
+        "the chat format is shared vocabulary",
+    ),
+    (
+        "src/decode/",
+        "src/exit_code.rs",
+        "nothing below the CLI and eval knows exit codes",
+    ),
+    (
+        "src/model/",
+        "src/exit_code.rs",
+        "nothing below the CLI and eval knows exit codes",
+    ),
+    (
+        "src/planner/",
+        "src/exit_code.rs",
+        "nothing below the CLI and eval knows exit codes",
+    ),
+];
+
+#[test]
+fn layers_depend_one_way_as_the_architecture_says() -> Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let files = read_sources(&root.join("src"), root)?;
+    let graph = FileGraph::build(&files)?;
+    let mut broken = Vec::new();
+    for (from, to, why) in LAYER_RULES {
+        for edge in graph.production_edges(from, to) {
+            broken.push(format!("{edge}: {why}"));
+        }
+    }
+    ensure!(
+        broken.is_empty(),
+        "edges against the layering of ARCHITECTURE.md:\n{}",
+        broken.join("\n")
+    );
+    // The rules must bite: the same check finds the edges that do exist.
+    ensure!(!graph
+        .production_edges("src/planner/", "src/decode/")
+        .is_empty());
+    ensure!(!graph
+        .production_edges("src/runner/", "src/moves/")
+        .is_empty());
+    Ok(())
+}
+
+/// A vocabulary has one home: the `xy:` syntax is parsed only in `src/moves/target.rs`, the
+/// chat template is written only in `src/chat.rs`, and exit codes are defined only in
+/// `src/exit_code.rs`. Each pattern is what a second home would have to contain.
+#[test]
+fn each_vocabulary_is_written_in_one_file() -> Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let homes: &[(&str, &[&str])] = &[
+        (
+            "src/moves/target.rs",
+            &[
+                "strip_prefix(\"xy:\")",
+                "starts_with(\"xy:\")",
+                "strip_prefix(XY_PREFIX)",
+                "starts_with(XY_PREFIX)",
+            ],
+        ),
+        (
+            "src/chat.rs",
+            &[
+                "<|im_start|>system",
+                "<|im_start|>user",
+                "<|im_start|>assistant",
+                "<|im_start|>{",
+                "\"<|image_pad|>\".repeat",
+            ],
+        ),
+        (
+            "src/exit_code.rs",
+            &[
+                "const SUCCESS",
+                "const USAGE_OR_SETUP",
+                "const INTERRUPTED",
+                "const REFUSED",
+            ],
+        ),
+    ];
+    let mut found = Vec::new();
+    for path in text_files(&root.join("src"))? {
+        let rel_path = rel(root, &path);
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        for (home, patterns) in homes {
+            let here: Vec<&&str> = patterns.iter().filter(|p| text.contains(**p)).collect();
+            if rel_path == *home && here.is_empty() {
+                found.push(format!(
+                    "{home} contains none of {patterns:?}: update this test"
+                ));
+            }
+            if rel_path != *home {
+                for pattern in here {
+                    found.push(format!("{rel_path}: {pattern} (its home is {home})"));
+                }
+            }
+        }
+    }
+    ensure!(found.is_empty(), "{}", found.join("\n"));
+    Ok(())
+}
+
 #[test]
 fn detector_finds_cycles_and_ignores_parent_declarations_and_comments() -> Result<()> {
     let files = vec![
