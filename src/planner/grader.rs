@@ -182,9 +182,9 @@ impl GraderHead {
                 Ok((sigmoid(verdict), None))
             }
             GraderHead::Trained { .. } => {
-                let out = self.apply(hidden)?.ok_or_else(|| {
-                    Error::Internal("a trained grader head gave no logits".into())
-                })?;
+                let out = self
+                    .apply(hidden)?
+                    .ok_or_else(|| Error::internal("a trained grader head gave no logits"))?;
                 Ok((out.p_done(), Some(out.hints)))
             }
         }
@@ -194,8 +194,8 @@ impl GraderHead {
     /// one-word answer). A trained head has no word ids: it answers from its own rows.
     pub fn hint_logits(&self, logits: &Tensor) -> Result<[f32; 4]> {
         let GraderHead::ZeroShot { hints, .. } = self else {
-            return Err(Error::Internal(
-                "a trained grader head gives its hints with the verdict".into(),
+            return Err(Error::internal(
+                "a trained grader head gives its hints with the verdict",
             ));
         };
         let row = logits
@@ -205,7 +205,7 @@ impl GraderHead {
         let mut out = [0f32; 4];
         for (slot, id) in out.iter_mut().zip(hints) {
             *slot = *row.get(*id as usize).ok_or_else(|| {
-                Error::Internal(format!("hint token {id} is past the logits row"))
+                Error::internal(format!("hint token {id} is past the logits row"))
             })?;
         }
         Ok(out)
@@ -286,13 +286,13 @@ impl GraderLogits {
 }
 
 fn shape_error(name: &str, t: &Tensor) -> Error {
-    Error::Tensor {
-        name: name.to_string(),
-        reason: format!(
+    Error::tensor(
+        name,
+        format!(
             "grader head expects (5, hidden) weight and (5,) bias, found {:?}",
             t.dims()
         ),
-    }
+    )
 }
 
 /// Settings of [`fit_head`].
@@ -670,7 +670,9 @@ mod tests {
             &path,
         )?;
         assert!(GraderHead::load(&path, 8, &Device::Cpu).is_ok());
-        let err = GraderHead::load(&path, 16, &Device::Cpu).expect_err("hidden size mismatch");
+        let Err(err) = GraderHead::load(&path, 16, &Device::Cpu) else {
+            return Err(Error::internal("a head of hidden size 8 loaded as 16"));
+        };
         assert!(err.to_string().contains("hidden size 8"), "{err}");
         Ok(())
     }

@@ -302,7 +302,7 @@ fn lock(engine: &Mutex<Engine>) -> Result<std::sync::MutexGuard<'_, Engine>> {
     // refuses to go on rather than plan from a corrupt prefix.
     engine
         .lock()
-        .map_err(|_| Error::Internal("an earlier turn panicked; reload the planner".into()))
+        .map_err(|_| Error::internal("an earlier turn panicked; reload the planner"))
 }
 
 fn run_decide(engine: &Mutex<Engine>, turn: &Turn<'_>) -> Result<(NextMove, TurnStats)> {

@@ -122,7 +122,7 @@ fn lay_out<B: Copy + Send>(
 ) -> Result<Vec<B>> {
     let kb = k / QK_K;
     if data.len() != n * kb * stored || !n.is_multiple_of(ROWS) || !k.is_multiple_of(QK_K) {
-        return Err(Error::Internal(format!(
+        return Err(Error::internal(format!(
             "a {n}×{k} matrix of {} bytes in blocks of {stored}",
             data.len()
         )));
@@ -275,7 +275,7 @@ pub(crate) fn matmul(mats: &[&Rows8], xs: &[f32], m: usize) -> Result<Vec<Vec<f3
         return Ok(Vec::new());
     };
     if mats.iter().any(|w| w.k != k || !w.kernel.runs_here()) || xs.len() != m * k {
-        return Err(Error::Internal(format!(
+        return Err(Error::internal(format!(
             "eight-row matmul of {} values as {m} rows of {k}",
             xs.len()
         )));
