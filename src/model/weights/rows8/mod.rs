@@ -37,6 +37,8 @@
 // the layout code stays compiled, unused.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
 
+#[cfg(target_arch = "x86_64")]
+mod dot256;
 mod q4k;
 mod q6k;
 mod shared;
@@ -98,6 +100,7 @@ struct SendPtr<T>(*mut T);
 // SAFETY: only used for writes to disjoint elements, each by one worker, while the
 // owner waits for the pool to finish.
 unsafe impl<T> Send for SendPtr<T> {}
+// SAFETY: as for `Send`: workers share the pointer, never an element.
 unsafe impl<T> Sync for SendPtr<T> {}
 
 impl<T> SendPtr<T> {
@@ -211,8 +214,13 @@ impl Rows8 {
         self.k
     }
 
-    /// Dot products of row group `g` with the first `count` of `rows`, into `dst[i][r]`.
-    fn group_dot(
+    /// Dot products of row group `g` with the first `count` (1 to [`TILE`]) of `rows`,
+    /// into `dst[i][r]`, with the kernels of `self.kernel`. Panics if a row of `rows` has
+    /// fewer than `k / 256` blocks or `g` is past the last group.
+    ///
+    /// # Safety
+    /// The CPU must run `self.kernel` ([`Kernel::runs_here`]); off x86-64 it runs none.
+    unsafe fn group_dot(
         &self,
         g: usize,
         rows: &[&[Q8Block]; TILE],
@@ -223,44 +231,58 @@ impl Rows8 {
         let span = g * kb..(g + 1) * kb;
         #[cfg(target_arch = "x86_64")]
         {
-            // The kernel instance for `count` activation rows.
+            use dot256::{group_dot_avx2, group_dot_avxvnni};
+            // The kernel instance for `count` activation rows: `$call` with `$r` its count.
             macro_rules! by_count {
-                ($kernel:path, $blocks:expr) => {{
-                    use $kernel as group_dot;
+                (|$r:ident| $call:expr) => {{
                     match count {
-                        1 => group_dot::<1>($blocks, rows, dst),
-                        2 => group_dot::<2>($blocks, rows, dst),
-                        3 => group_dot::<3>($blocks, rows, dst),
-                        _ => group_dot::<4>($blocks, rows, dst),
+                        1 => {
+                            const $r: usize = 1;
+                            $call
+                        }
+                        2 => {
+                            const $r: usize = 2;
+                            $call
+                        }
+                        3 => {
+                            const $r: usize = 3;
+                            $call
+                        }
+                        _ => {
+                            const $r: usize = 4;
+                            $call
+                        }
                     }
                 }};
             }
-            // SAFETY: only reached through `matmul`, which checked that the CPU runs
-            // `self.kernel`, the family the blocks are laid out for; every row of `rows`
-            // has `kb` blocks.
+            // SAFETY: the caller guarantees the CPU runs `self.kernel`, the family the
+            // blocks are laid out for and the one each arm calls.
             unsafe {
                 match (&self.blocks, self.kernel) {
-                    (Blocks::Q4K(b), Kernel::Avx2) => by_count!(q4k::group_dot, &b[span]),
+                    (Blocks::Q4K(b), Kernel::Avx2) => {
+                        by_count!(|R| group_dot_avx2::<_, R>(&b[span], rows, dst))
+                    }
                     (Blocks::Q4K(b), Kernel::AvxVnni) => {
-                        by_count!(q4k::group_dot_avxvnni, &b[span])
+                        by_count!(|R| group_dot_avxvnni::<_, R>(&b[span], rows, dst))
                     }
                     (Blocks::Q4K(b), Kernel::Avx512Vnni) => {
-                        by_count!(q4k::group_dot_vnni, &b[span])
+                        by_count!(|R| q4k::group_dot_avx512::<R>(&b[span], rows, dst))
                     }
-                    (Blocks::Q6K(b), Kernel::Avx2) => by_count!(q6k::group_dot, &b[span]),
+                    (Blocks::Q6K(b), Kernel::Avx2) => {
+                        by_count!(|R| group_dot_avx2::<_, R>(&b[span], rows, dst))
+                    }
                     (Blocks::Q6K(b), Kernel::AvxVnni) => {
-                        by_count!(q6k::group_dot_avxvnni, &b[span])
+                        by_count!(|R| group_dot_avxvnni::<_, R>(&b[span], rows, dst))
                     }
                     (Blocks::Q6K(b), Kernel::Avx512Vnni) => {
-                        by_count!(q6k::group_dot_vnni, &b[span])
+                        by_count!(|R| q6k::group_dot_avx512::<R>(&b[span], rows, dst))
                     }
                 }
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
-            // `matmul` returns an error before any kernel where the CPU cannot run the
-            // blocks' family, which it never can off x86-64.
+            // The caller's guarantee cannot hold off x86-64.
             let _ = (span, rows, count, dst);
             unreachable!("the eight-row kernels run on x86-64 only")
         }
@@ -327,7 +349,8 @@ pub(crate) fn matmul(mats: &[&Rows8], xs: &[f32], m: usize) -> Result<Vec<Vec<f3
                 &lhs[row * kb..(row + 1) * kb]
             });
             let mut dst = [[0f32; ROWS]; TILE];
-            w.group_dot(g, &rows, count, &mut dst);
+            // SAFETY: every matrix's family runs on this CPU (checked above).
+            unsafe { w.group_dot(g, &rows, count, &mut dst) };
             for (i, vals) in dst.iter().take(count).enumerate() {
                 // SAFETY: this item alone writes columns 8g..8g+8 of rows row0..row0+count.
                 unsafe {
@@ -482,6 +505,50 @@ mod tests {
                 "{kernel:?} {dtype:?} one-row matmul: {dram:.1} GB/s from memory, \
                  {cached:.1} GB/s from L2"
             );
+        }
+        Ok(())
+    }
+
+    /// One-row (decode) and four-row (a prefill tile) matmuls on weights that stay in L2,
+    /// in GB of weights per second of this thread's CPU time: the kernels' own speed,
+    /// steady on a shared machine where the wall-clock figures of
+    /// `rows8_gemv_bandwidth_timing` are not. Run optimized with `CANDLE_NUM_THREADS=1`
+    /// (all the work on this thread) and `--ignored --nocapture`.
+    #[test]
+    #[ignore = "measurement"]
+    fn rows8_kernel_cpu_timing() -> anyhow::Result<()> {
+        let dev = Device::Cpu;
+        let (n, k) = (512, 2048);
+        for (kernel, dtype) in kernels_here()
+            .into_iter()
+            .flat_map(|k| [(k, GgmlDType::Q4K), (k, GgmlDType::Q6K)])
+        {
+            let w = Tensor::from_vec(weights(12, n, k), (n, k), &dev)?;
+            let w = laid_out(&w, dtype, kernel)?;
+            let bytes = n * k / QK_K * dtype.type_size();
+            let mut line = format!("{kernel:?} {dtype:?} in CPU time:");
+            for m in [1usize, 4] {
+                let x = weights(13, m, k);
+                let reps = 2000 / m;
+                let mut best = f64::INFINITY;
+                let mut failed = None;
+                for _ in 0..5 {
+                    let secs = crate::cpu::math::thread_cpu_seconds(|| {
+                        for _ in 0..reps {
+                            if let Err(e) = matmul(&[&w], &x, m) {
+                                failed = Some(e);
+                            }
+                        }
+                    });
+                    best = best.min(secs);
+                }
+                if let Some(e) = failed {
+                    return Err(e.into());
+                }
+                let rate = (reps * bytes) as f64 / best / 1e9;
+                line += &format!(" {m} row(s) {rate:.1} GB/s of weights;");
+            }
+            println!("{line}");
         }
         Ok(())
     }
