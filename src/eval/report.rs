@@ -524,14 +524,16 @@ mod tests {
     }
 
     #[test]
-    fn planner_stats_are_read_from_the_runner_log() {
+    fn planner_stats_are_read_from_the_runner_log() -> crate::error::Result<()> {
         let log = "\u{1b}[2m2026-12-01T00:00:00Z\u{1b}[0m \u{1b}[32m INFO\u{1b}[0m sightline::planner::local: turn turn=\"decide_next\" prefill_reused=10 prefill_new=5 generated=9 forced_share=0.3 forward_passes=7 preprocess_ms=1.5 vision_ms=2 prefill_ms=3 decode_ms=4 grammar_ms=0.5 total_ms=11\n\
             other line\n\
             2026 INFO sightline::planner::local: turn turn=\"verify_done\" preprocess_ms=0.5 vision_ms=0 prefill_ms=1 decode_ms=0 grammar_ms=0 total_ms=1.5\n";
-        let p = planner_stages_from_log(log).expect("two turns logged");
+        let p = planner_stages_from_log(log)
+            .ok_or_else(|| crate::error::Error::internal("two turns logged, none read"))?;
         assert_eq!(p.calls, 2);
         assert_eq!(p.preprocess_ms, 2.0);
         assert_eq!(p.total_ms, 12.5);
         assert!(planner_stages_from_log("nothing here").is_none());
+        Ok(())
     }
 }
