@@ -161,33 +161,38 @@ pub(super) trait Body256: Sized {
     );
 }
 
-/// [`Body256::group_dot`] with AVX2 ([`Maddubs`]), on blocks laid out for
-/// [`super::Kernel::Avx2`].
-///
-/// # Safety
-/// The CPU must have what [`super::Kernel::Avx2`] needs.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn group_dot_avx2<B: Body256, const R: usize>(
-    w: &[B],
-    rows: &[&[Q8Block]; TILE],
-    dst: &mut [[f32; ROWS]; TILE],
-) {
-    // SAFETY: this function's features are the ones the body needs with `Maddubs`, and
-    // the caller guarantees the CPU has them.
-    unsafe { B::group_dot::<Maddubs, R>(w, rows, dst) }
+/// An entry point: [`Body256::group_dot`] with one [`DotStep`], compiled with the target
+/// features that step needs, so the body's intrinsics are compiled for them.
+macro_rules! entry_point {
+    ($(#[$doc:meta])* $name:ident: $step:ty, $features:literal) => {
+        $(#[$doc])*
+        #[target_feature(enable = $features)]
+        pub(super) unsafe fn $name<B: Body256, const R: usize>(
+            w: &[B],
+            rows: &[&[Q8Block]; TILE],
+            dst: &mut [[f32; ROWS]; TILE],
+        ) {
+            // SAFETY: this function's features are the ones the body needs with this
+            // step, and the caller guarantees the CPU has them.
+            unsafe { B::group_dot::<$step, R>(w, rows, dst) }
+        }
+    };
 }
 
-/// [`Body256::group_dot`] with AVX-VNNI ([`Vpdpbusd`]), on blocks laid out for
-/// [`super::Kernel::AvxVnni`] (the AVX2 layout).
-///
-/// # Safety
-/// The CPU must have what [`super::Kernel::AvxVnni`] needs.
-#[target_feature(enable = "avx2,avxvnni,fma,f16c")]
-pub(super) unsafe fn group_dot_avxvnni<B: Body256, const R: usize>(
-    w: &[B],
-    rows: &[&[Q8Block]; TILE],
-    dst: &mut [[f32; ROWS]; TILE],
-) {
-    // SAFETY: as in `group_dot_avx2`, with `Vpdpbusd`.
-    unsafe { B::group_dot::<Vpdpbusd, R>(w, rows, dst) }
-}
+entry_point!(
+    /// [`Body256::group_dot`] with AVX2 ([`Maddubs`]), on blocks laid out for
+    /// [`super::Kernel::Avx2`].
+    ///
+    /// # Safety
+    /// The CPU must have what [`super::Kernel::Avx2`] needs.
+    group_dot_avx2: Maddubs, "avx2,fma,f16c"
+);
+
+entry_point!(
+    /// [`Body256::group_dot`] with AVX-VNNI ([`Vpdpbusd`]), on blocks laid out for
+    /// [`super::Kernel::AvxVnni`] (the AVX2 layout).
+    ///
+    /// # Safety
+    /// The CPU must have what [`super::Kernel::AvxVnni`] needs.
+    group_dot_avxvnni: Vpdpbusd, "avx2,avxvnni,fma,f16c"
+);

@@ -49,6 +49,8 @@ use candle_core::quantized::{GgmlDType, QTensor};
 
 use crate::cpu::{candle_quantized_tier, CandleQuantTier};
 use crate::error::{Error, Result};
+#[cfg(target_arch = "x86_64")]
+use dot256::Body256;
 pub(crate) use shared::Kernel;
 use shared::{quantize_row, Q8Block, Q8_ZERO, QK_K, ROWS, TILE};
 
@@ -230,54 +232,12 @@ impl Rows8 {
         let kb = self.k / QK_K;
         let span = g * kb..(g + 1) * kb;
         #[cfg(target_arch = "x86_64")]
-        {
-            use dot256::{group_dot_avx2, group_dot_avxvnni};
-            // The kernel instance for `count` activation rows: `$call` with `$r` its count.
-            macro_rules! by_count {
-                (|$r:ident| $call:expr) => {{
-                    match count {
-                        1 => {
-                            const $r: usize = 1;
-                            $call
-                        }
-                        2 => {
-                            const $r: usize = 2;
-                            $call
-                        }
-                        3 => {
-                            const $r: usize = 3;
-                            $call
-                        }
-                        _ => {
-                            const $r: usize = 4;
-                            $call
-                        }
-                    }
-                }};
-            }
-            // SAFETY: the caller guarantees the CPU runs `self.kernel`, the family the
-            // blocks are laid out for and the one each arm calls.
-            unsafe {
-                match (&self.blocks, self.kernel) {
-                    (Blocks::Q4K(b), Kernel::Avx2) => {
-                        by_count!(|R| group_dot_avx2::<_, R>(&b[span], rows, dst))
-                    }
-                    (Blocks::Q4K(b), Kernel::AvxVnni) => {
-                        by_count!(|R| group_dot_avxvnni::<_, R>(&b[span], rows, dst))
-                    }
-                    (Blocks::Q4K(b), Kernel::Avx512Vnni) => {
-                        by_count!(|R| q4k::group_dot_avx512::<R>(&b[span], rows, dst))
-                    }
-                    (Blocks::Q6K(b), Kernel::Avx2) => {
-                        by_count!(|R| group_dot_avx2::<_, R>(&b[span], rows, dst))
-                    }
-                    (Blocks::Q6K(b), Kernel::AvxVnni) => {
-                        by_count!(|R| group_dot_avxvnni::<_, R>(&b[span], rows, dst))
-                    }
-                    (Blocks::Q6K(b), Kernel::Avx512Vnni) => {
-                        by_count!(|R| q6k::group_dot_avx512::<R>(&b[span], rows, dst))
-                    }
-                }
+        // SAFETY: the caller guarantees the CPU runs `self.kernel`, the family the
+        // blocks are laid out for.
+        unsafe {
+            match &self.blocks {
+                Blocks::Q4K(b) => group_dot_on(self.kernel, &b[span], rows, count, dst),
+                Blocks::Q6K(b) => group_dot_on(self.kernel, &b[span], rows, count, dst),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -285,6 +245,60 @@ impl Rows8 {
             // The caller's guarantee cannot hold off x86-64.
             let _ = (span, rows, count, dst);
             unreachable!("the eight-row kernels run on x86-64 only")
+        }
+    }
+}
+
+/// A laid-out block type's kernels: the 256-bit body it shares between AVX2 and AVX-VNNI
+/// ([`Body256`]) and its AVX-512 VNNI kernel, which reads its own arrangement.
+#[cfg(target_arch = "x86_64")]
+trait Kernels: Body256 {
+    /// [`Body256::group_dot`] with AVX-512 VNNI, on blocks laid out for
+    /// [`Kernel::Avx512Vnni`].
+    ///
+    /// # Safety
+    /// The CPU must have what [`Kernel::Avx512Vnni`] needs.
+    unsafe fn group_dot_avx512<const R: usize>(
+        w: &[Self],
+        rows: &[&[Q8Block]; TILE],
+        dst: &mut [[f32; ROWS]; TILE],
+    );
+}
+
+/// [`Rows8::group_dot`] on the blocks `w` of one row group, laid out for `kernel`.
+///
+/// # Safety
+/// The CPU must run `kernel`.
+#[cfg(target_arch = "x86_64")]
+unsafe fn group_dot_on<B: Kernels>(
+    kernel: Kernel,
+    w: &[B],
+    rows: &[&[Q8Block]; TILE],
+    count: usize,
+    dst: &mut [[f32; ROWS]; TILE],
+) {
+    use dot256::{group_dot_avx2, group_dot_avxvnni};
+    // The kernel instance for `count` activation rows: `$call` with `$r` its count.
+    macro_rules! by_count {
+        (@$n:literal |$r:ident| $call:expr) => {{
+            const $r: usize = $n;
+            $call
+        }};
+        (|$r:ident| $call:expr) => {
+            match count {
+                1 => by_count!(@1 |$r| $call),
+                2 => by_count!(@2 |$r| $call),
+                3 => by_count!(@3 |$r| $call),
+                _ => by_count!(@4 |$r| $call),
+            }
+        };
+    }
+    // SAFETY: the caller guarantees the CPU runs `kernel`, the family each arm calls.
+    unsafe {
+        match kernel {
+            Kernel::Avx2 => by_count!(|R| group_dot_avx2::<B, R>(w, rows, dst)),
+            Kernel::AvxVnni => by_count!(|R| group_dot_avxvnni::<B, R>(w, rows, dst)),
+            Kernel::Avx512Vnni => by_count!(|R| B::group_dot_avx512::<R>(w, rows, dst)),
         }
     }
 }
@@ -397,15 +411,19 @@ mod tests {
         here
     }
 
+    /// Every family this CPU runs, with each type it lays out.
+    fn families_and_types() -> impl Iterator<Item = (Kernel, GgmlDType)> {
+        kernels_here()
+            .into_iter()
+            .flat_map(|k| [(k, GgmlDType::Q4K), (k, GgmlDType::Q6K)])
+    }
+
     #[test]
     fn every_row_count_matches_candles_quantized_matmul() -> anyhow::Result<()> {
         let dev = Device::Cpu;
         // Shapes of the 2B model's projections (n scaled down), one block and several;
         // row counts covering one row, a partial tile, whole tiles and a remainder.
-        for (kernel, dtype) in kernels_here()
-            .into_iter()
-            .flat_map(|k| [(k, GgmlDType::Q4K), (k, GgmlDType::Q6K)])
-        {
+        for (kernel, dtype) in families_and_types() {
             for (seed, (n, k)) in [(1u64, (64, 256)), (2, (96, 2048)), (3, (48, 768))] {
                 let w = Tensor::from_vec(weights(seed, n, k), (n, k), &dev)?;
                 let rows8 = laid_out(&w, dtype, kernel)?;
@@ -460,95 +478,68 @@ mod tests {
     /// One-row matmuls (a decode step's kind) on weights far larger than the caches and on
     /// weights that stay in L2, in GB of weights per second of wall time, with the pool's
     /// threads (`CANDLE_NUM_THREADS`): whether the kernels are bound by memory or by
-    /// arithmetic. Run optimized with `--ignored --nocapture`.
+    /// arithmetic. Then one-row and four-row (a prefill tile) matmuls on the L2 weights in
+    /// GB per second of this thread's CPU time, which time given to other processes does
+    /// not count: the kernels' own speed, steady on a shared machine where wall time is
+    /// not, and all of it with `CANDLE_NUM_THREADS=1` (otherwise the other threads' share
+    /// is missing). Run optimized with `--ignored --nocapture`.
     #[test]
     #[ignore = "measurement"]
     fn rows8_gemv_bandwidth_timing() -> anyhow::Result<()> {
         let dev = Device::Cpu;
         let (n, k) = (6144, 2048);
-        for (kernel, dtype) in kernels_here()
-            .into_iter()
-            .flat_map(|k| [(k, GgmlDType::Q4K), (k, GgmlDType::Q6K)])
-        {
+        for (kernel, dtype) in families_and_types() {
             let w = Tensor::from_vec(weights(11, n, k), (n, k), &dev)?;
             let bytes_one = n * k / QK_K * dtype.type_size();
             // 16 distinct copies (~110-170 MB): every call reads from memory.
             let big: Vec<Arc<Rows8>> = (0..16)
                 .map(|_| laid_out(&w, dtype, kernel))
                 .collect::<anyhow::Result<_>>()?;
+            let small_rows = 512;
             let small = laid_out(
-                &Tensor::from_vec(weights(12, 256, k), (256, k), &dev)?,
+                &Tensor::from_vec(weights(12, small_rows, k), (small_rows, k), &dev)?,
                 dtype,
                 kernel,
             )?;
-            let x = weights(13, 1, k);
-            let time = |mats: &[&Rows8], reps: usize| -> anyhow::Result<f64> {
-                let mut best = f64::INFINITY;
+            let xs = weights(13, TILE, k);
+            // Best of three of `reps` rounds over `mats` with the first `m` rows of `xs`,
+            // timed by `clock`.
+            let time = |clock: fn(&mut dyn FnMut()) -> f64,
+                        mats: &[&Rows8],
+                        m: usize,
+                        reps: usize|
+             -> anyhow::Result<f64> {
+                let (mut best, mut failed) = (f64::INFINITY, None);
                 for _ in 0..3 {
-                    let t = std::time::Instant::now();
-                    for _ in 0..reps {
-                        for m in mats {
-                            matmul(&[m], &x, 1)?;
-                        }
-                    }
-                    best = best.min(t.elapsed().as_secs_f64());
-                }
-                Ok(best)
-            };
-            let big_refs: Vec<&Rows8> = big.iter().map(|m| m.as_ref()).collect();
-            let secs = time(&big_refs, 2)?;
-            let dram = (2 * 16 * bytes_one) as f64 / secs / 1e9;
-            let small_bytes = 256 * k / QK_K * dtype.type_size();
-            let secs = time(&[small.as_ref()], 2000)?;
-            let cached = (2000 * small_bytes) as f64 / secs / 1e9;
-            println!(
-                "{kernel:?} {dtype:?} one-row matmul: {dram:.1} GB/s from memory, \
-                 {cached:.1} GB/s from L2"
-            );
-        }
-        Ok(())
-    }
-
-    /// One-row (decode) and four-row (a prefill tile) matmuls on weights that stay in L2,
-    /// in GB of weights per second of this thread's CPU time: the kernels' own speed,
-    /// steady on a shared machine where the wall-clock figures of
-    /// `rows8_gemv_bandwidth_timing` are not. Run optimized with `CANDLE_NUM_THREADS=1`
-    /// (all the work on this thread) and `--ignored --nocapture`.
-    #[test]
-    #[ignore = "measurement"]
-    fn rows8_kernel_cpu_timing() -> anyhow::Result<()> {
-        let dev = Device::Cpu;
-        let (n, k) = (512, 2048);
-        for (kernel, dtype) in kernels_here()
-            .into_iter()
-            .flat_map(|k| [(k, GgmlDType::Q4K), (k, GgmlDType::Q6K)])
-        {
-            let w = Tensor::from_vec(weights(12, n, k), (n, k), &dev)?;
-            let w = laid_out(&w, dtype, kernel)?;
-            let bytes = n * k / QK_K * dtype.type_size();
-            let mut line = format!("{kernel:?} {dtype:?} in CPU time:");
-            for m in [1usize, 4] {
-                let x = weights(13, m, k);
-                let reps = 2000 / m;
-                let mut best = f64::INFINITY;
-                let mut failed = None;
-                for _ in 0..5 {
-                    let secs = crate::cpu::math::thread_cpu_seconds(|| {
+                    let secs = clock(&mut || {
                         for _ in 0..reps {
-                            if let Err(e) = matmul(&[&w], &x, m) {
-                                failed = Some(e);
+                            for w in mats {
+                                if let Err(e) = matmul(&[w], &xs[..m * k], m) {
+                                    failed = Some(e);
+                                }
                             }
                         }
                     });
                     best = best.min(secs);
                 }
-                if let Some(e) = failed {
-                    return Err(e.into());
-                }
-                let rate = (reps * bytes) as f64 / best / 1e9;
-                line += &format!(" {m} row(s) {rate:.1} GB/s of weights;");
-            }
-            println!("{line}");
+                failed.map_or(Ok(best), |e| Err(e.into()))
+            };
+            let wall: fn(&mut dyn FnMut()) -> f64 = |f| {
+                let t = std::time::Instant::now();
+                f();
+                t.elapsed().as_secs_f64()
+            };
+            let cpu: fn(&mut dyn FnMut()) -> f64 = |f| crate::cpu::math::thread_cpu_seconds(f);
+            let big_refs: Vec<&Rows8> = big.iter().map(|m| m.as_ref()).collect();
+            let dram = (2 * 16 * bytes_one) as f64 / time(wall, &big_refs, 1, 2)? / 1e9;
+            let small_bytes = (2000 * small_rows * k / QK_K * dtype.type_size()) as f64;
+            let cached = small_bytes / time(wall, &[small.as_ref()], 1, 2000)? / 1e9;
+            let one = small_bytes / time(cpu, &[small.as_ref()], 1, 2000)? / 1e9;
+            let four = small_bytes / 4.0 / time(cpu, &[small.as_ref()], TILE, 500)? / 1e9;
+            println!(
+                "{kernel:?} {dtype:?}: one row {dram:.1} GB/s from memory, {cached:.1} GB/s \
+                 from L2; in CPU time from L2, one row {one:.1} GB/s, four rows {four:.1} GB/s"
+            );
         }
         Ok(())
     }

@@ -25,6 +25,8 @@ use half::f16;
 #[cfg(target_arch = "x86_64")]
 use super::dot256::{Body256, DotStep};
 use super::shared::{Kernel, Q8Block, ROWS, TILE};
+#[cfg(target_arch = "x86_64")]
+use super::Kernels;
 
 /// Bytes of one stored Q4_K block.
 pub(super) const STORED_BYTES: usize = 144;
@@ -161,85 +163,84 @@ impl Body256 for Block {
     }
 }
 
-/// [`Body256::group_dot`] with AVX-512 VNNI, on blocks laid out for [`Kernel::Avx512Vnni`].
-///
-/// # Safety
-/// The CPU must have what [`Kernel::Avx512Vnni`] needs; every row of `rows` has
-/// `w.len()` blocks.
+/// The AVX-512 VNNI kernel, on blocks laid out for [`Kernel::Avx512Vnni`].
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(super) unsafe fn group_dot_avx512<const R: usize>(
-    w: &[Block],
-    rows: &[&[Q8Block]; TILE],
-    dst: &mut [[f32; ROWS]; TILE],
-) {
-    use std::arch::x86_64::*;
-    // SAFETY: every read is within a block (offsets below 1024 / 64 / 256) and the
-    // caller guarantees the CPU features. Blocks are 32-byte aligned, so the 64-byte
-    // loads are unaligned ones.
-    unsafe {
-        let m4 = _mm512_set1_epi8(0x0F);
-        let mut acc = [_mm512_setzero_ps(); R];
-        let mut acc_min = [_mm256_setzero_ps(); R];
-        for (b, blk) in w.iter().enumerate() {
-            // Each row's `d` twice, for its two lanes.
-            let d8 = _mm_loadu_si128(blk.d.as_ptr().cast());
-            let d = _mm512_cvtph_ps(_mm256_set_m128i(
-                _mm_unpackhi_epi16(d8, d8),
-                _mm_unpacklo_epi16(d8, d8),
-            ));
-            let dmin = _mm256_cvtph_ps(_mm_loadu_si128(blk.dmin.as_ptr().cast()));
-            let mut sums = [_mm512_setzero_si512(); R];
-            let mut min_sums = [_mm256_setzero_si256(); R];
-            for p in 0..4 {
-                super::shared::prefetch_ahead(blk, p);
-                let sc = _mm_loadu_si128(blk.scales.as_ptr().add(16 * p).cast());
-                let sc_lo = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(sc, sc));
-                let sc_hi = _mm512_cvtepu8_epi32(_mm_unpackhi_epi8(sc, sc));
-                let mins =
-                    _mm256_cvtepu8_epi16(_mm_loadu_si128(blk.mins.as_ptr().add(16 * p).cast()));
-                let mut lo_acc = [_mm512_setzero_si512(); R];
-                let mut hi_acc = [_mm512_setzero_si512(); R];
-                for half in 0..4 {
-                    let raw = _mm512_loadu_si512(blk.qs.as_ptr().add(256 * p + 64 * half).cast());
-                    let lo = _mm512_and_si512(raw, m4);
-                    let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(raw), m4);
+impl Kernels for Block {
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    unsafe fn group_dot_avx512<const R: usize>(
+        w: &[Block],
+        rows: &[&[Q8Block]; TILE],
+        dst: &mut [[f32; ROWS]; TILE],
+    ) {
+        use std::arch::x86_64::*;
+        // SAFETY: every read is within a block (offsets below 1024 / 64 / 256) and the
+        // caller guarantees the CPU features. Blocks are 32-byte aligned, so the 64-byte
+        // loads are unaligned ones.
+        unsafe {
+            let m4 = _mm512_set1_epi8(0x0F);
+            let mut acc = [_mm512_setzero_ps(); R];
+            let mut acc_min = [_mm256_setzero_ps(); R];
+            for (b, blk) in w.iter().enumerate() {
+                // Each row's `d` twice, for its two lanes.
+                let d8 = _mm_loadu_si128(blk.d.as_ptr().cast());
+                let d = _mm512_cvtph_ps(_mm256_set_m128i(
+                    _mm_unpackhi_epi16(d8, d8),
+                    _mm_unpacklo_epi16(d8, d8),
+                ));
+                let dmin = _mm256_cvtph_ps(_mm_loadu_si128(blk.dmin.as_ptr().cast()));
+                let mut sums = [_mm512_setzero_si512(); R];
+                let mut min_sums = [_mm256_setzero_si256(); R];
+                for p in 0..4 {
+                    super::shared::prefetch_ahead(blk, p);
+                    let sc = _mm_loadu_si128(blk.scales.as_ptr().add(16 * p).cast());
+                    let sc_lo = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(sc, sc));
+                    let sc_hi = _mm512_cvtepu8_epi32(_mm_unpackhi_epi8(sc, sc));
+                    let mins =
+                        _mm256_cvtepu8_epi16(_mm_loadu_si128(blk.mins.as_ptr().add(16 * p).cast()));
+                    let mut lo_acc = [_mm512_setzero_si512(); R];
+                    let mut hi_acc = [_mm512_setzero_si512(); R];
+                    for half in 0..4 {
+                        let raw =
+                            _mm512_loadu_si512(blk.qs.as_ptr().add(256 * p + 64 * half).cast());
+                        let lo = _mm512_and_si512(raw, m4);
+                        let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(raw), m4);
+                        for i in 0..R {
+                            // Groups t = 2·half and 2·half + 1: eight activation bytes.
+                            let x = rows[i][b].qs.as_ptr().add(64 * p + 8 * half);
+                            let x_lo = _mm512_set1_epi64(x.cast::<i64>().read_unaligned());
+                            let x_hi = _mm512_set1_epi64(x.add(32).cast::<i64>().read_unaligned());
+                            lo_acc[i] = _mm512_dpbusd_epi32(lo_acc[i], lo, x_lo);
+                            hi_acc[i] = _mm512_dpbusd_epi32(hi_acc[i], hi, x_hi);
+                        }
+                    }
                     for i in 0..R {
-                        // Groups t = 2·half and 2·half + 1: eight activation bytes.
-                        let x = rows[i][b].qs.as_ptr().add(64 * p + 8 * half);
-                        let x_lo = _mm512_set1_epi64(x.cast::<i64>().read_unaligned());
-                        let x_hi = _mm512_set1_epi64(x.add(32).cast::<i64>().read_unaligned());
-                        lo_acc[i] = _mm512_dpbusd_epi32(lo_acc[i], lo, x_lo);
-                        hi_acc[i] = _mm512_dpbusd_epi32(hi_acc[i], hi, x_hi);
+                        sums[i] = _mm512_dpwssd_epi32(sums[i], lo_acc[i], sc_lo);
+                        sums[i] = _mm512_dpwssd_epi32(sums[i], hi_acc[i], sc_hi);
+                        let pair = _mm256_set1_epi32(rows[i][b].pair_sums[p]);
+                        min_sums[i] = _mm256_add_epi32(min_sums[i], _mm256_madd_epi16(mins, pair));
                     }
                 }
                 for i in 0..R {
-                    sums[i] = _mm512_dpwssd_epi32(sums[i], lo_acc[i], sc_lo);
-                    sums[i] = _mm512_dpwssd_epi32(sums[i], hi_acc[i], sc_hi);
-                    let pair = _mm256_set1_epi32(rows[i][b].pair_sums[p]);
-                    min_sums[i] = _mm256_add_epi32(min_sums[i], _mm256_madd_epi16(mins, pair));
+                    let dy = rows[i][b].d;
+                    acc[i] = _mm512_fmadd_ps(
+                        _mm512_mul_ps(d, _mm512_set1_ps(dy)),
+                        _mm512_cvtepi32_ps(sums[i]),
+                        acc[i],
+                    );
+                    acc_min[i] = _mm256_fmadd_ps(
+                        _mm256_mul_ps(dmin, _mm256_set1_ps(dy)),
+                        _mm256_cvtepi32_ps(min_sums[i]),
+                        acc_min[i],
+                    );
                 }
             }
             for i in 0..R {
-                let dy = rows[i][b].d;
-                acc[i] = _mm512_fmadd_ps(
-                    _mm512_mul_ps(d, _mm512_set1_ps(dy)),
-                    _mm512_cvtepi32_ps(sums[i]),
-                    acc[i],
-                );
-                acc_min[i] = _mm256_fmadd_ps(
-                    _mm256_mul_ps(dmin, _mm256_set1_ps(dy)),
-                    _mm256_cvtepi32_ps(min_sums[i]),
-                    acc_min[i],
-                );
-            }
-        }
-        for i in 0..R {
-            let (mut lanes, mut mins) = ([0f32; 2 * ROWS], [0f32; ROWS]);
-            _mm512_storeu_ps(lanes.as_mut_ptr(), acc[i]);
-            _mm256_storeu_ps(mins.as_mut_ptr(), acc_min[i]);
-            for r in 0..ROWS {
-                dst[i][r] = lanes[2 * r] + lanes[2 * r + 1] - mins[r];
+                let (mut lanes, mut mins) = ([0f32; 2 * ROWS], [0f32; ROWS]);
+                _mm512_storeu_ps(lanes.as_mut_ptr(), acc[i]);
+                _mm256_storeu_ps(mins.as_mut_ptr(), acc_min[i]);
+                for r in 0..ROWS {
+                    dst[i][r] = lanes[2 * r] + lanes[2 * r + 1] - mins[r];
+                }
             }
         }
     }

@@ -27,6 +27,8 @@ use half::f16;
 #[cfg(target_arch = "x86_64")]
 use super::dot256::{Body256, DotStep};
 use super::shared::{Kernel, Q8Block, ROWS, TILE};
+#[cfg(target_arch = "x86_64")]
+use super::Kernels;
 
 /// Bytes of one stored Q6_K block.
 pub(super) const STORED_BYTES: usize = 210;
@@ -190,90 +192,91 @@ impl Body256 for Block {
     }
 }
 
-/// [`Body256::group_dot`] with AVX-512 VNNI, on blocks laid out for [`Kernel::Avx512Vnni`].
-///
-/// # Safety
-/// The CPU must have what [`Kernel::Avx512Vnni`] needs; every row of `rows` has
-/// `w.len()` blocks.
+/// The AVX-512 VNNI kernel, on blocks laid out for [`Kernel::Avx512Vnni`].
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(super) unsafe fn group_dot_avx512<const R: usize>(
-    w: &[Block],
-    rows: &[&[Q8Block]; TILE],
-    dst: &mut [[f32; ROWS]; TILE],
-) {
-    use std::arch::x86_64::*;
-    // SAFETY: every read is within a block (offsets below 1024 / 512 / 128) or an
-    // activation block (below 256, and 32 lane offsets), and the caller guarantees the
-    // CPU features. Blocks are 32-byte aligned: the 64-byte loads are unaligned ones.
-    unsafe {
-        let m4 = _mm512_set1_epi8(0x0F);
-        let m30 = _mm512_set1_epi8(0x30);
-        // Lane 2r and 2r + 1 take row r's `d`.
-        let twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-        let mut acc = [_mm512_setzero_ps(); R];
-        for (b, blk) in w.iter().enumerate() {
-            let d = _mm512_permutexvar_ps(
-                twice,
-                _mm512_castps256_ps512(_mm256_loadu_ps(blk.d.as_ptr())),
-            );
-            let mut sums = [_mm512_setzero_si512(); R];
-            for p in 0..4 {
-                super::shared::prefetch_ahead(blk, p);
-                for u in 0..2 {
-                    let hb = _mm512_loadu_si512(blk.high.as_ptr().add(128 * p + 64 * u).cast());
-                    for high_nibbles in [false, true] {
-                        let group = 4 * p + 2 * usize::from(high_nibbles) + u;
-                        // Row r's scale in the low half of lanes 2r and 2r + 1.
-                        let s = _mm_loadl_epi64(blk.scales.as_ptr().add(8 * group).cast());
-                        let sc =
-                            _mm512_cvtepu16_epi32(_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s, s)));
-                        let mut acc32: [__m512i; R] = std::array::from_fn(|i| {
-                            let offsets = rows[i][b].lane_offsets.as_ptr().add(2 * group);
-                            _mm512_set1_epi64(offsets.cast::<i64>().read_unaligned())
-                        });
-                        for half in 2 * u..2 * u + 2 {
-                            let raw =
-                                _mm512_loadu_si512(blk.qs.as_ptr().add(256 * p + 64 * half).cast());
-                            // The two high bits of this value to bits 4-5 (see `high_at`).
-                            let top = match (half % 2, high_nibbles) {
-                                (0, false) => _mm512_slli_epi16::<4>(hb),
-                                (0, true) => _mm512_slli_epi16::<2>(hb),
-                                (_, false) => hb,
-                                (_, true) => _mm512_srli_epi16::<2>(hb),
-                            };
-                            let low = if high_nibbles {
-                                _mm512_srli_epi16::<4>(raw)
-                            } else {
-                                raw
-                            };
-                            let q = _mm512_or_si512(
-                                _mm512_and_si512(low, m4),
-                                _mm512_and_si512(top, m30),
-                            );
-                            let at = 64 * p + 32 * usize::from(high_nibbles) + 8 * half;
-                            for i in 0..R {
-                                let x = rows[i][b].qs.as_ptr().add(at).cast::<i64>();
-                                let x = _mm512_set1_epi64(x.read_unaligned());
-                                acc32[i] = _mm512_dpbusd_epi32(acc32[i], q, x);
+impl Kernels for Block {
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    unsafe fn group_dot_avx512<const R: usize>(
+        w: &[Block],
+        rows: &[&[Q8Block]; TILE],
+        dst: &mut [[f32; ROWS]; TILE],
+    ) {
+        use std::arch::x86_64::*;
+        // SAFETY: every read is within a block (offsets below 1024 / 512 / 128) or an
+        // activation block (below 256, and 32 lane offsets), and the caller guarantees the
+        // CPU features. Blocks are 32-byte aligned: the 64-byte loads are unaligned ones.
+        unsafe {
+            let m4 = _mm512_set1_epi8(0x0F);
+            let m30 = _mm512_set1_epi8(0x30);
+            // Lane 2r and 2r + 1 take row r's `d`.
+            let twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+            let mut acc = [_mm512_setzero_ps(); R];
+            for (b, blk) in w.iter().enumerate() {
+                let d = _mm512_permutexvar_ps(
+                    twice,
+                    _mm512_castps256_ps512(_mm256_loadu_ps(blk.d.as_ptr())),
+                );
+                let mut sums = [_mm512_setzero_si512(); R];
+                for p in 0..4 {
+                    super::shared::prefetch_ahead(blk, p);
+                    for u in 0..2 {
+                        let hb = _mm512_loadu_si512(blk.high.as_ptr().add(128 * p + 64 * u).cast());
+                        for high_nibbles in [false, true] {
+                            let group = 4 * p + 2 * usize::from(high_nibbles) + u;
+                            // Row r's scale in the low half of lanes 2r and 2r + 1.
+                            let s = _mm_loadl_epi64(blk.scales.as_ptr().add(8 * group).cast());
+                            let sc = _mm512_cvtepu16_epi32(_mm256_cvtepi8_epi16(
+                                _mm_unpacklo_epi8(s, s),
+                            ));
+                            let mut acc32: [__m512i; R] = std::array::from_fn(|i| {
+                                let offsets = rows[i][b].lane_offsets.as_ptr().add(2 * group);
+                                _mm512_set1_epi64(offsets.cast::<i64>().read_unaligned())
+                            });
+                            for half in 2 * u..2 * u + 2 {
+                                let raw = _mm512_loadu_si512(
+                                    blk.qs.as_ptr().add(256 * p + 64 * half).cast(),
+                                );
+                                // The two high bits of this value to bits 4-5 (see `high_at`).
+                                let top = match (half % 2, high_nibbles) {
+                                    (0, false) => _mm512_slli_epi16::<4>(hb),
+                                    (0, true) => _mm512_slli_epi16::<2>(hb),
+                                    (_, false) => hb,
+                                    (_, true) => _mm512_srli_epi16::<2>(hb),
+                                };
+                                let low = if high_nibbles {
+                                    _mm512_srli_epi16::<4>(raw)
+                                } else {
+                                    raw
+                                };
+                                let q = _mm512_or_si512(
+                                    _mm512_and_si512(low, m4),
+                                    _mm512_and_si512(top, m30),
+                                );
+                                let at = 64 * p + 32 * usize::from(high_nibbles) + 8 * half;
+                                for i in 0..R {
+                                    let x = rows[i][b].qs.as_ptr().add(at).cast::<i64>();
+                                    let x = _mm512_set1_epi64(x.read_unaligned());
+                                    acc32[i] = _mm512_dpbusd_epi32(acc32[i], q, x);
+                                }
                             }
-                        }
-                        for i in 0..R {
-                            sums[i] = _mm512_dpwssd_epi32(sums[i], acc32[i], sc);
+                            for i in 0..R {
+                                sums[i] = _mm512_dpwssd_epi32(sums[i], acc32[i], sc);
+                            }
                         }
                     }
                 }
+                for i in 0..R {
+                    let dy = _mm512_set1_ps(rows[i][b].d);
+                    acc[i] =
+                        _mm512_fmadd_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(sums[i]), acc[i]);
+                }
             }
             for i in 0..R {
-                let dy = _mm512_set1_ps(rows[i][b].d);
-                acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(sums[i]), acc[i]);
-            }
-        }
-        for i in 0..R {
-            let mut lanes = [0f32; 2 * ROWS];
-            _mm512_storeu_ps(lanes.as_mut_ptr(), acc[i]);
-            for r in 0..ROWS {
-                dst[i][r] = lanes[2 * r] + lanes[2 * r + 1];
+                let mut lanes = [0f32; 2 * ROWS];
+                _mm512_storeu_ps(lanes.as_mut_ptr(), acc[i]);
+                for r in 0..ROWS {
+                    dst[i][r] = lanes[2 * r] + lanes[2 * r + 1];
+                }
             }
         }
     }
