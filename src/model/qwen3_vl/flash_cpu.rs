@@ -32,65 +32,64 @@ const PR: usize = 4;
 /// Register tile: columns (keys for scores, value dimensions for the weighted sum).
 const TW: usize = 32;
 
-/// `acc[i][j] += Σ_c a[i][c] · b[c][j]` for [`TR`] rows of `a` (row stride `a_stride`,
-/// `depth` columns) and [`TW`] columns of `b` (row stride `b_stride`), with the kernel of
-/// `path` (the portable loop where `path`'s instructions are missing or the slices are
-/// shorter than that). Scores are `q · kᵀ` from zero with `b` the transposed keys; the
-/// weighted values are `p · v` added to the output so far.
-#[inline(always)]
-fn tile_mul_add<const FMA: bool>(
-    path: CpuPath,
-    a: &[f32],
+/// The operands of one tile product: [`TR`] rows of `a` (row stride `a_stride`, `depth`
+/// columns) and [`TW`] columns of `b` (row stride `b_stride`, `depth` rows).
+#[derive(Clone, Copy)]
+struct TileOperands<'a> {
+    a: &'a [f32],
     a_stride: usize,
-    b: &[f32],
+    b: &'a [f32],
     b_stride: usize,
     depth: usize,
-    acc: &mut [[f32; TW]; TR],
-) {
+}
+
+impl TileOperands<'_> {
+    /// Whether the slices hold every value a tile reads (`depth > 0`): what the vector
+    /// kernels need to read without checks.
+    fn hold_a_tile(&self) -> bool {
+        self.depth > 0
+            && self.a.len() >= (TR - 1) * self.a_stride + self.depth
+            && self.b.len() >= (self.depth - 1) * self.b_stride + TW
+    }
+}
+
+/// `acc[i][j] += Σ_c a[i][c] · b[c][j]` over the [`TileOperands`], with the kernel of
+/// `path` (the portable loop where `path`'s instructions are missing or the slices do
+/// not hold a whole tile). Scores are `q · kᵀ` from zero with `b` the transposed keys;
+/// the weighted values are `p · v` added to the output so far.
+#[inline(always)]
+fn tile_mul_add<const FMA: bool>(path: CpuPath, x: TileOperands, acc: &mut [[f32; TW]; TR]) {
     #[cfg(target_arch = "x86_64")]
-    if depth > 0 && a.len() >= (TR - 1) * a_stride + depth && b.len() >= (depth - 1) * b_stride + TW
-    {
+    if x.hold_a_tile() {
         match path {
             CpuPath::Avx512 if path.supported() => {
                 // SAFETY: the CPU has AVX-512F (`supported` reads the cached CPUID), and
-                // `a` and `b` hold what the kernel reads (checked above).
-                return unsafe { x86::tile_mul_add_avx512(a, a_stride, b, b_stride, depth, acc) };
+                // the slices hold a tile (checked above).
+                return unsafe { x86::tile_mul_add_avx512(x, acc) };
             }
             CpuPath::Avx2 if path.supported() => {
-                // SAFETY: the CPU has AVX2 and FMA; bounds as above.
-                return unsafe { x86::tile_mul_add_avx2(a, a_stride, b, b_stride, depth, acc) };
+                // SAFETY: the CPU has AVX2 and FMA; the slices hold a tile.
+                return unsafe { x86::tile_mul_add_avx2(x, acc) };
             }
             _ => {}
         }
     }
     let _ = path;
-    tile_mul_add_portable::<FMA>(a, a_stride, b, b_stride, depth, acc)
-}
-
-/// [`tile_mul_add`] in plain Rust: the compiler vectorizes it to the widths the
-/// enclosing function's target features allow.
-#[inline(always)]
-fn tile_mul_add_portable<const FMA: bool>(
-    a: &[f32],
-    a_stride: usize,
-    b: &[f32],
-    b_stride: usize,
-    depth: usize,
-    acc: &mut [[f32; TW]; TR],
-) {
+    // The portable loop: the compiler vectorizes it to the widths the enclosing
+    // function's target features allow.
     for (pass, rows) in acc.chunks_exact_mut(PR).enumerate() {
         let mut sums = [[0f32; TW]; PR];
         sums.copy_from_slice(rows);
-        let a = &a[pass * PR * a_stride..];
-        for c in 0..depth {
-            let Some(b_row) = b.get(c * b_stride..c * b_stride + TW) else {
+        let a = &x.a[pass * PR * x.a_stride..];
+        for c in 0..x.depth {
+            let Some(b_row) = x.b.get(c * x.b_stride..c * x.b_stride + TW) else {
                 break;
             };
             let b_row: &[f32; TW] = b_row.try_into().unwrap_or(&[0.0; TW]);
             for (i, sums_row) in sums.iter_mut().enumerate() {
-                let x = a[i * a_stride + c];
+                let v = a[i * x.a_stride + c];
                 for (o, &y) in sums_row.iter_mut().zip(b_row) {
-                    *o = fmadd::<FMA>(x, y, *o);
+                    *o = fmadd::<FMA>(v, y, *o);
                 }
             }
         }
@@ -108,24 +107,18 @@ fn tile_mul_add_portable<const FMA: bool>(
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{TR, TW};
+    use super::{TileOperands, TR, TW};
 
     const _: () = assert!(TW == 32 && TR == 8);
 
     /// [`super::tile_mul_add`] with AVX-512.
     ///
     /// # Safety
-    /// AVX-512F must be available; `a` must hold `(TR - 1) * a_stride + depth` values and
-    /// `b` `(depth - 1) * b_stride + TW`, `depth > 0`.
+    /// AVX-512F must be available, and the slices must hold a tile
+    /// ([`TileOperands::hold_a_tile`]).
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn tile_mul_add_avx512(
-        a: &[f32],
-        a_stride: usize,
-        b: &[f32],
-        b_stride: usize,
-        depth: usize,
-        acc: &mut [[f32; TW]; TR],
-    ) {
+    pub(super) unsafe fn tile_mul_add_avx512(x: TileOperands, acc: &mut [[f32; TW]; TR]) {
+        let (a_stride, b_stride, depth) = (x.a_stride, x.b_stride, x.depth);
         let mut sums = [_mm512_setzero_ps(); 2 * TR];
         for (i, row) in acc.iter().enumerate() {
             // SAFETY: a row of `acc` is TW = 32 floats: two 16-float loads, at 0 and 16.
@@ -134,7 +127,7 @@ mod x86 {
                 sums[2 * i + 1] = _mm512_loadu_ps(row.as_ptr().add(16));
             }
         }
-        let (a, b) = (a.as_ptr(), b.as_ptr());
+        let (a, b) = (x.a.as_ptr(), x.b.as_ptr());
         for c in 0..depth {
             // SAFETY: c < depth, so c * b_stride + 32 <= (depth - 1) * b_stride + TW,
             // which the caller guarantees `b` holds.
@@ -167,17 +160,12 @@ mod x86 {
     /// [`super::tile_mul_add`] with AVX2 and FMA.
     ///
     /// # Safety
-    /// AVX2 and FMA must be available; bounds as [`tile_mul_add_avx512`].
+    /// AVX2 and FMA must be available, and the slices must hold a tile
+    /// ([`TileOperands::hold_a_tile`]).
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn tile_mul_add_avx2(
-        a: &[f32],
-        a_stride: usize,
-        b: &[f32],
-        b_stride: usize,
-        depth: usize,
-        acc: &mut [[f32; TW]; TR],
-    ) {
-        let (a, b) = (a.as_ptr(), b.as_ptr());
+    pub(super) unsafe fn tile_mul_add_avx2(x: TileOperands, acc: &mut [[f32; TW]; TR]) {
+        let (a_stride, b_stride, depth) = (x.a_stride, x.b_stride, x.depth);
+        let (a, b) = (x.a.as_ptr(), x.b.as_ptr());
         for half in 0..2 {
             for pass in 0..TR / QR {
                 let mut sums = [_mm256_setzero_ps(); 2 * QR];
@@ -302,8 +290,14 @@ fn attend_rows<const FMA: bool>(
         for i0 in (0..nr_tiles).step_by(TR) {
             for j0 in (0..kn).step_by(TW) {
                 let mut tile = [[0f32; TW]; TR];
-                let (q_rows, keys) = (&qs[i0 * hd..], &ktg[kb0 + j0..]);
-                tile_mul_add::<FMA>(path, q_rows, hd, keys, len_padded, hd, &mut tile);
+                let scores = TileOperands {
+                    a: &qs[i0 * hd..],
+                    a_stride: hd,
+                    b: &ktg[kb0 + j0..],
+                    b_stride: len_padded,
+                    depth: hd,
+                };
+                tile_mul_add::<FMA>(path, scores, &mut tile);
                 for (i, tile_row) in tile.iter().enumerate() {
                     let w = TW.min(kn - j0);
                     s[(i0 + i) * KB + j0..][..w].copy_from_slice(&tile_row[..w]);
@@ -343,7 +337,14 @@ fn attend_rows<const FMA: bool>(
                 }
                 let vb = &x.v[g * x.vs0 + kb0 * x.vs1 + c0..];
                 if w == TW {
-                    tile_mul_add::<FMA>(path, &s[i0 * KB..], KB, vb, x.vs1, kn, &mut acc);
+                    let weighted = TileOperands {
+                        a: &s[i0 * KB..],
+                        a_stride: KB,
+                        b: vb,
+                        b_stride: x.vs1,
+                        depth: kn,
+                    };
+                    tile_mul_add::<FMA>(path, weighted, &mut acc);
                 } else {
                     for j in 0..kn {
                         let vrow = &vb[j * x.vs1..][..w];
@@ -562,13 +563,19 @@ mod tests {
         for (depth, a_stride, b_stride, acc_start) in
             [(72, 80, 100, [[0f32; TW]; TR]), (50, 64, 40, from_start)]
         {
-            let a = values(TR * a_stride);
-            let b = values(depth * b_stride);
+            let (a, b) = (values(TR * a_stride), values(depth * b_stride));
+            let x = TileOperands {
+                a: &a,
+                a_stride,
+                b: &b,
+                b_stride,
+                depth,
+            };
             let mut portable = acc_start;
-            tile_mul_add_portable::<false>(&a, a_stride, &b, b_stride, depth, &mut portable);
+            tile_mul_add::<false>(CpuPath::Portable, x, &mut portable);
             for path in CpuPath::available() {
                 let mut fast = acc_start;
-                tile_mul_add::<true>(path, &a, a_stride, &b, b_stride, depth, &mut fast);
+                tile_mul_add::<true>(path, x, &mut fast);
                 for (x, y) in fast.iter().flatten().zip(portable.iter().flatten()) {
                     if (x - y).abs() > TILE_ATOL {
                         return Err(Error::internal(format!(
