@@ -214,11 +214,7 @@ macro_rules! reason_constructors {
             reason: impl Into<String>,
             source: impl Into<BoxError>,
         ) -> Self {
-            Error::$variant {
-                $($($field: $field.into(),)*)?
-                reason: reason.into(),
-                source: Some(source.into()),
-            }
+            Self::$plain($($($field,)*)? reason).with_source(source.into())
         }
     )*};
 }
@@ -240,6 +236,27 @@ impl Error {
         }
     }
 
+    /// This error with `cause` kept as its source: for the variants the constructor macro
+    /// builds, all of which have one (the others have their cause in their own field).
+    fn with_source(mut self, cause: BoxError) -> Self {
+        match &mut self {
+            Error::ModelFile { source, .. }
+            | Error::Config { source, .. }
+            | Error::Tensor { source, .. }
+            | Error::Tokenizer { source, .. }
+            | Error::Image { source, .. }
+            | Error::InvalidInput { source, .. }
+            | Error::Grammar { source, .. }
+            | Error::Decode { source, .. }
+            | Error::Device { source, .. }
+            | Error::Hub { source, .. }
+            | Error::Runner { source, .. }
+            | Error::Internal { source, .. } => *source = Some(cause),
+            Error::Io { .. } | Error::Candle(_) | Error::Process { .. } => {}
+        }
+        self
+    }
+
     reason_constructors! {
         ModelFile { path: PathBuf }: model_file, model_file_caused;
         Config: config, config_caused;
@@ -253,6 +270,30 @@ impl Error {
         Hub { model: String }: hub, hub_caused;
         Runner: runner, runner_caused;
         Internal: internal, internal_caused;
+    }
+}
+
+/// For tests that pin an error and the cause it keeps.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{Error, Result};
+
+    /// The error `result` holds, or an internal error saying that `what` succeeded.
+    pub(crate) fn failure<T>(result: Result<T>, what: &str) -> Result<Error> {
+        match result {
+            Ok(_) => Err(Error::internal(format!("{what} succeeded"))),
+            Err(err) => Ok(err),
+        }
+    }
+
+    /// `err`'s source as an `S`, or an internal error saying what it was instead.
+    pub(crate) fn source_as<S: std::error::Error + 'static>(err: &Error) -> Result<&S> {
+        std::error::Error::source(err)
+            .and_then(|source| source.downcast_ref::<S>())
+            .ok_or_else(|| {
+                let wanted = std::any::type_name::<S>();
+                Error::internal(format!("the source of {err:?} is not a {wanted}"))
+            })
     }
 }
 

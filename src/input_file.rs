@@ -237,24 +237,24 @@ mod tests {
     /// message, and keeps the system's error as the cause below the I/O error.
     #[test]
     fn a_missing_file_keeps_the_open_error_as_source() -> Result<()> {
+        use crate::error::testing::{failure, source_as};
         use std::error::Error as _;
         let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
         let missing = dir.path().join("missing.json");
-        let err = match read_bytes(&missing, InputKind::View) {
-            Ok(_) => return Err(Error::internal("a missing file was read")),
-            Err(err) => err,
-        };
-        let Error::Io { path, source } = &err else {
-            return Err(Error::internal(format!(
-                "expected an I/O error, got {err:?}"
-            )));
-        };
-        assert_eq!(path, &missing);
-        assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
-        let cause = source
+        let err = failure(
+            read_bytes(&missing, InputKind::View),
+            "reading a missing file",
+        )?;
+        assert!(
+            matches!(&err, Error::Io { path, .. } if path == &missing),
+            "{err:?}"
+        );
+        let wrapper: &std::io::Error = source_as(&err)?;
+        assert_eq!(wrapper.kind(), std::io::ErrorKind::NotFound);
+        let cause = wrapper
             .source()
             .and_then(|c| c.downcast_ref::<std::io::Error>())
-            .ok_or_else(|| Error::internal(format!("no I/O cause below {source:?}")))?;
+            .ok_or_else(|| Error::internal(format!("no I/O cause below {wrapper:?}")))?;
         assert_eq!(cause.kind(), std::io::ErrorKind::NotFound);
         assert_eq!(
             err.to_string(),

@@ -378,39 +378,35 @@ pub fn check_safetensors(path: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::error::Error as _;
+    use crate::error::testing::{failure, source_as};
+
+    /// `bytes` written to a file `name` in a new temporary directory (removed when the
+    /// returned handle drops).
+    fn written(name: &str, bytes: &[u8]) -> Result<(tempfile::TempDir, std::path::PathBuf)> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("a temporary directory", e))?;
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).map_err(|e| Error::io(&path, e))?;
+        Ok((dir, path))
+    }
 
     /// A GGUF file that ends inside its header names the file, says so, and keeps the
     /// reader's end-of-file error as its source.
     #[test]
     fn a_truncated_gguf_header_keeps_the_read_error_as_source() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::io("a temporary directory", e))?;
-        let path = dir.path().join("cut.gguf");
         // The magic, then half of the version.
-        std::fs::write(&path, b"GGUF\x03\x00").map_err(|e| Error::io(&path, e))?;
-        let err = match check_gguf(&path) {
-            Ok(()) => return Err(Error::internal("a truncated GGUF header passed")),
-            Err(err) => err,
-        };
+        let (_dir, path) = written("cut.gguf", b"GGUF\x03\x00")?;
+        let err = failure(check_gguf(&path), "checking a truncated GGUF header")?;
         assert!(
             matches!(&err, Error::ModelFile { reason, .. } if reason == "GGUF header is truncated"),
             "{err:?}"
         );
-        let source = err
-            .source()
-            .ok_or_else(|| Error::internal(format!("no source: {err}")))?;
-        let io = source.downcast_ref::<std::io::Error>();
-        assert!(
-            io.is_some_and(|e| e.kind() == ErrorKind::UnexpectedEof),
-            "{source:?}"
+        let eof: &std::io::Error = source_as(&err)?;
+        assert_eq!(eof.kind(), ErrorKind::UnexpectedEof);
+        let shown = format!(
+            "model file {}: GGUF header is truncated: {eof}",
+            path.display()
         );
-        assert_eq!(
-            err.to_string(),
-            format!(
-                "model file {}: GGUF header is truncated: {source}",
-                path.display()
-            )
-        );
+        assert_eq!(err.to_string(), shown);
         Ok(())
     }
 
@@ -418,27 +414,19 @@ mod tests {
     /// message) and keeps serde_json's error as its source.
     #[test]
     fn a_safetensors_header_that_is_not_json_keeps_the_parsers_error_as_source() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|e| Error::io("a temporary directory", e))?;
-        let path = dir.path().join("model.safetensors");
         let header = b"{\"a\": [";
         let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
         bytes.extend_from_slice(header);
-        std::fs::write(&path, &bytes).map_err(|e| Error::io(&path, e))?;
-        let err = match check_safetensors(&path) {
-            Ok(()) => return Err(Error::internal("a broken safetensors header passed")),
-            Err(err) => err,
-        };
-        let source = err
-            .source()
-            .ok_or_else(|| Error::internal(format!("no source: {err}")))?;
-        assert!(
-            source.downcast_ref::<serde_json::Error>().is_some(),
-            "{source:?}"
-        );
+        let (_dir, path) = written("model.safetensors", &bytes)?;
+        let err = failure(
+            check_safetensors(&path),
+            "checking a header that is not JSON",
+        )?;
+        let parser: &serde_json::Error = source_as(&err)?;
         assert_eq!(
             err.to_string(),
             format!(
-                "model file {}: safetensors header is not a JSON object: {source}",
+                "model file {}: safetensors header is not a JSON object: {parser}",
                 path.display()
             )
         );
