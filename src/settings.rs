@@ -177,6 +177,65 @@ impl ModelArgs {
     }
 }
 
+/// The budgets of a run, as `sightline run` takes them; `sightline eval` writes each task's
+/// back with [`to_cli_args`](Self::to_cli_args) for its `sightline run` child.
+#[cfg(feature = "desktop")]
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct RunBudgetArgs {
+    /// Step budget: the run fails when this many steps have run.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_steps: u32,
+    /// Wall-clock budget in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: u64,
+    /// Attempts of one step whose input fails before its batch ends as failed.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_step_retries: u32,
+    /// Batches in a row that may end on a failed or refused step (each one a turn the planner
+    /// reads) before the run ends as failed.
+    #[arg(long, default_value_t = crate::runner::DEFAULT_MAX_FAILURES, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_failures: u32,
+}
+
+#[cfg(feature = "desktop")]
+impl Default for RunBudgetArgs {
+    fn default() -> Self {
+        RunBudgetArgs {
+            max_steps: 30,
+            timeout: 300,
+            max_step_retries: 3,
+            max_failures: crate::runner::DEFAULT_MAX_FAILURES,
+        }
+    }
+}
+
+#[cfg(feature = "desktop")]
+impl RunBudgetArgs {
+    /// The contract's limits.
+    pub fn limits(&self) -> cel_contracts::RunLimits {
+        cel_contracts::RunLimits {
+            max_steps: self.max_steps,
+            timeout_ms: self.timeout.saturating_mul(1000),
+            max_step_retries: self.max_step_retries,
+            ..cel_contracts::RunLimits::default()
+        }
+    }
+
+    /// The same budgets as `sightline run` flags.
+    pub fn to_cli_args(&self) -> Vec<String> {
+        vec![
+            "--max-steps".into(),
+            self.max_steps.to_string(),
+            "--timeout".into(),
+            self.timeout.to_string(),
+            "--max-step-retries".into(),
+            self.max_step_retries.to_string(),
+            "--max-failures".into(),
+            self.max_failures.to_string(),
+        ]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,6 +293,28 @@ mod tests {
             let again: Vec<&str> = again.iter().map(String::as_str).collect();
             assert_eq!(parse(&again)?, args, "{given:?} -> {again:?}");
         }
+        Ok(())
+    }
+
+    #[cfg(feature = "desktop")]
+    #[test]
+    fn run_budgets_written_back_parse_to_the_same_budgets() -> std::result::Result<(), clap::Error>
+    {
+        #[derive(Debug, Parser)]
+        struct Run {
+            #[command(flatten)]
+            budget: RunBudgetArgs,
+        }
+        let parse = |args: &[&str]| {
+            Run::try_parse_from(std::iter::once("run").chain(args.iter().copied()))
+                .map(|r| r.budget)
+        };
+        assert_eq!(parse(&[])?, RunBudgetArgs::default());
+        let given = parse(&["--max-steps", "7", "--timeout", "9", "--max-failures", "1"])?;
+        let again = given.to_cli_args();
+        let again: Vec<&str> = again.iter().map(String::as_str).collect();
+        assert_eq!(parse(&again)?, given);
+        assert!(parse(&["--max-failures", "0"]).is_err());
         Ok(())
     }
 

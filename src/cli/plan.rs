@@ -16,8 +16,9 @@ use sightline::settings::ModelArgs;
 /// Arguments of `sightline plan`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct PlanArgs {
-    /// The goal.
-    pub goal: String,
+    /// The goal (with --trace: default, the run's goal).
+    #[cfg_attr(feature = "desktop", arg(required_unless_present = "trace"))]
+    pub goal: Option<String>,
     #[command(flatten)]
     pub model: ModelArgs,
     /// The screenshot (PNG or JPEG); without one the turn is text-only.
@@ -29,6 +30,16 @@ pub struct PlanArgs {
     /// Earlier attempts: a JSON array of `AttemptRecord`s.
     #[arg(long)]
     pub history: Option<PathBuf>,
+    /// Plan a turn of a run's trace again (`run --trace DIR`): its view, its screenshot and
+    /// the history the planner had at that turn. With --show-prompt, the prompt that turn's
+    /// planner read.
+    #[cfg(feature = "desktop")]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["screenshot", "view", "history"])]
+    pub trace: Option<PathBuf>,
+    /// With --trace: the turn to plan, from 1 (default: the last one).
+    #[cfg(feature = "desktop")]
+    #[arg(long, requires = "trace")]
+    pub turn: Option<u32>,
     /// Shared memory: any JSON value.
     #[arg(long)]
     pub memory: Option<PathBuf>,
@@ -101,26 +112,19 @@ fn plan_inner(args: &PlanArgs) -> Result<()> {
             None
         }
     };
-    let view = match &args.view {
-        Some(path) => read_json::<PlanningView>(path, InputKind::View)?,
-        None => sightline::view::empty_view(&args.goal),
-    };
-    let history: Vec<AttemptRecord> = match &args.history {
-        Some(path) => read_json(path, InputKind::History)?,
-        None => Vec::new(),
-    };
+    let TurnFiles {
+        goal,
+        view,
+        history,
+        screenshot,
+    } = turn_files(args)?;
     let memory = match &args.memory {
         Some(path) => read_json(path, InputKind::Memory)?,
         None => serde_json::Value::Null,
     };
-    let screenshot = args
-        .screenshot
-        .as_deref()
-        .map(read_screenshot)
-        .transpose()?;
     // The clarify rule needs no model: answer before resolving or loading one (the planner
     // would give the same answer as its first step, after a load of seconds).
-    if let Some(question) = sightline::planner::clarify::clarify_question(&args.goal, &view) {
+    if let Some(question) = sightline::planner::clarify::clarify_question(&goal, &view) {
         println!(
             "{}",
             serde_json::to_string(&cel_contracts::NextMove::Clarify { question })?
@@ -139,7 +143,7 @@ fn plan_inner(args: &PlanArgs) -> Result<()> {
     options.grammar.limits.thought_tokens = args.think_tokens;
     let planner = LocalPlanner::load(&options)?;
     let result = planner.plan(&Turn {
-        goal: &args.goal,
+        goal: &goal,
         history: &history,
         shared_memory: &memory,
         view: &view,
@@ -154,6 +158,72 @@ fn plan_inner(args: &PlanArgs) -> Result<()> {
         print_stats(&planner, &stats);
     }
     Ok(())
+}
+
+/// What one `plan` turn is made of: from the flags, or from a turn of a trace.
+struct TurnFiles {
+    goal: String,
+    view: PlanningView,
+    history: Vec<AttemptRecord>,
+    screenshot: Option<Vec<u8>>,
+}
+
+fn turn_files(args: &PlanArgs) -> Result<TurnFiles> {
+    #[cfg(feature = "desktop")]
+    if let Some(dir) = &args.trace {
+        return trace_turn(dir, args.turn, args.goal.as_deref());
+    }
+    let goal = args.goal.clone().unwrap_or_default();
+    let view = match &args.view {
+        Some(path) => read_json::<PlanningView>(path, InputKind::View)?,
+        None => sightline::view::empty_view(&goal),
+    };
+    let history: Vec<AttemptRecord> = match &args.history {
+        Some(path) => read_json(path, InputKind::History)?,
+        None => Vec::new(),
+    };
+    let screenshot = args
+        .screenshot
+        .as_deref()
+        .map(read_screenshot)
+        .transpose()?;
+    Ok(TurnFiles {
+        goal,
+        view,
+        history,
+        screenshot,
+    })
+}
+
+/// Turn `turn` (default: the last) of the trace in `dir`, as its planner saw it.
+#[cfg(feature = "desktop")]
+fn trace_turn(dir: &Path, turn: Option<u32>, goal: Option<&str>) -> Result<TurnFiles> {
+    use sightline::runner::trace::{history_before, read_meta, read_turns};
+    let meta = read_meta(dir)?;
+    let turns = read_turns(dir)?;
+    let record = match turn {
+        Some(n) => turns.iter().find(|t| t.turn == n),
+        None => turns.last(),
+    }
+    .with_context(|| {
+        format!(
+            "{}: no turn {} (the trace has {} turns)",
+            dir.display(),
+            turn.map_or("at all".to_string(), |n| n.to_string()),
+            turns.len()
+        )
+    })?;
+    let screenshot = record
+        .screenshot
+        .as_deref()
+        .map(|rel| read_screenshot(&dir.join(rel)))
+        .transpose()?;
+    Ok(TurnFiles {
+        goal: goal.map_or(meta.goal, str::to_string),
+        view: record.view.clone(),
+        history: history_before(&turns, record.turn),
+        screenshot,
+    })
 }
 
 fn verify_inner(args: &VerifyArgs) -> Result<i32> {

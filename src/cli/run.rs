@@ -8,14 +8,14 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use cel_contracts::{DoneVerdict, GoalOutcome, PlanProducer, RunLimits, Step, StepResult};
+use cel_contracts::{DoneVerdict, GoalOutcome, PlanProducer, Step, StepResult};
 use sightline::exit_code;
 use sightline::planner::LocalPlanner;
 use sightline::runner::{
-    describe_action, ConfirmPrompt, EndReason, ReplayPlanner, RunObserver, RunOptions, RunReport,
-    Runner, StopFlag, TerminalPrompt, XDesktop,
+    describe_action, ConfirmPrompt, EndReason, PlannerStats, ReplayPlanner, RunObserver,
+    RunOptions, RunReport, Runner, StopFlag, TerminalPrompt, XDesktop,
 };
-use sightline::settings::ModelArgs;
+use sightline::settings::{ModelArgs, RunBudgetArgs};
 
 /// Arguments of `sightline run`.
 #[derive(Debug, Clone, clap::Args)]
@@ -29,15 +29,8 @@ pub struct RunArgs {
     /// directory) instead of asking a model.
     #[arg(long, value_name = "FILE.jsonl", conflicts_with = "model")]
     pub replay: Option<PathBuf>,
-    /// Step budget: the run fails when this many steps have run.
-    #[arg(long, default_value_t = 30)]
-    pub max_steps: u32,
-    /// Wall-clock budget in seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
-    pub timeout: u64,
-    /// Attempts per step before the run fails.
-    #[arg(long, default_value_t = 3)]
-    pub max_step_retries: u32,
+    #[command(flatten)]
+    pub budget: RunBudgetArgs,
     /// Plan and print, execute no input.
     #[arg(long)]
     pub dry_run: bool,
@@ -118,9 +111,6 @@ fn setup_and_run(
     if args.goal.trim().is_empty() {
         anyhow::bail!("the goal is empty");
     }
-    if args.max_steps == 0 || args.timeout == 0 || args.max_step_retries == 0 {
-        anyhow::bail!("--max-steps, --timeout and --max-step-retries must be at least 1");
-    }
     // A replay is read first (a local file, checked at once); then the display: without one
     // nothing else matters, and resolving a model may download gigabytes.
     let replay = match &args.replay {
@@ -131,6 +121,7 @@ fn setup_and_run(
     if args.no_elements {
         desktop = desktop.without_elements();
     }
+    let mut planner_stats: Option<PlannerStats> = None;
     let (planner, label): (Box<dyn PlanProducer>, String) = match (replay, &args.replay) {
         (Some(replay), Some(path)) => (Box::new(replay), format!("replay {}", path.display())),
         _ => {
@@ -145,6 +136,12 @@ fn setup_and_run(
                 report.device,
                 report.load_time.as_secs_f64()
             );
+            // The trace gets the model's own stage times of every call.
+            let handle = planner.clone();
+            planner_stats = Some(Box::new(move || {
+                let stats = handle.last_stats().ok()?;
+                serde_json::to_value(stats.stage_times()).ok()
+            }));
             (Box::new(planner), label)
         }
     };
@@ -152,12 +149,8 @@ fn setup_and_run(
         stop.install_ctrlc_handler()?;
     }
     let options = RunOptions {
-        limits: RunLimits {
-            max_steps: args.max_steps,
-            timeout_ms: args.timeout.saturating_mul(1000),
-            max_step_retries: args.max_step_retries,
-            ..RunLimits::default()
-        },
+        limits: args.budget.limits(),
+        max_failures: args.budget.max_failures,
         dry_run: args.dry_run,
         confirm: args.confirm,
         trace_dir: args.trace.clone(),
@@ -180,6 +173,9 @@ fn setup_and_run(
     let mut runner = Runner::new(Box::new(desktop), options)
         .with_prompt(prompt)
         .with_stop_flag(stop);
+    if let Some(stats) = planner_stats {
+        runner = runner.with_planner_stats(stats);
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?;

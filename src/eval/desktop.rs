@@ -14,15 +14,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::report::{
-    planner_stages_from_log, CheckRecord, RunResult, RunnerStages, REASON_CLAIMED_DONE,
-    REASON_INTERRUPTED, REASON_KILLED, REASON_PASSED, REASON_RUNNER_ERROR, REASON_SETUP,
+    CheckRecord, PlannerStages, RunResult, RunnerStages, REASON_CLAIMED_DONE, REASON_INTERRUPTED,
+    REASON_KILLED, REASON_PASSED, REASON_RUNNER_ERROR, REASON_SETUP,
 };
 use super::session::{GroupChild, TaskSession};
 use super::task::Task;
 use crate::error::{Error, Result};
-use crate::runner::trace::{read_turns, OutcomeRecord, OUTCOME_FILE};
+use crate::planner::StageTimes;
+use crate::runner::trace::{read_turns, OutcomeRecord, TurnRecord, OUTCOME_FILE};
 use crate::runner::EndReason;
-use crate::settings::ModelArgs;
+use crate::settings::{ModelArgs, RunBudgetArgs};
 
 /// Extra time a runner child gets past its own `--timeout` (model load, a planner call in
 /// progress when the budget ran out) before it is killed.
@@ -204,10 +205,12 @@ fn run_agent(
     if session.bus_address().is_none() {
         cmd.arg("--no-elements");
     }
-    cmd.arg("--max-steps")
-        .arg(max_steps.max(1).to_string())
-        .arg("--timeout")
-        .arg(timeout_s.max(1).to_string())
+    let budget = RunBudgetArgs {
+        max_steps: max_steps.max(1),
+        timeout: timeout_s.max(1),
+        ..RunBudgetArgs::default()
+    };
+    cmd.args(budget.to_cli_args())
         .arg("--trace")
         .arg(trace_dir)
         .arg("--")
@@ -216,11 +219,9 @@ fn run_agent(
     let log = fs::File::create(&log_path).map_err(|e| Error::io(&log_path, e))?;
     let log_err = log.try_clone().map_err(|e| Error::io(&log_path, e))?;
     // The agent keeps the user's HOME (the model cache lives there) but sees only the task's
-    // display and session bus. The planner's per-turn stats are logged at info level and read
-    // back from the log; colours off so the log parses.
+    // display and session bus. The planner's per-turn stats come back in the trace.
     cmd.env("DISPLAY", session.display())
         .env_remove("WAYLAND_DISPLAY")
-        .env("SIGHTLINE_LOG", "warn,sightline::planner=info")
         .env("NO_COLOR", "1")
         .env_remove("DBUS_SESSION_BUS_ADDRESS");
     if let Some(address) = session.bus_address() {
@@ -253,10 +254,10 @@ fn run_agent(
 
 fn fill_from_agent(result: &mut RunResult, agent: &AgentRun, trace_dir: &Path) {
     result.runner_exit = agent.exit_code;
-    result.planner_stages = planner_stages_from_log(&agent.log);
     if trace_dir.join("turns.jsonl").is_file() {
         result.trace_dir = Some(trace_dir.display().to_string());
         if let Ok(turns) = read_turns(trace_dir) {
+            result.planner_stages = planner_stages_from_trace(&turns);
             for t in &turns {
                 result.stages.observe_ms += t.observe_ms;
                 result.stages.decide_ms += t.decide_ms;
@@ -312,6 +313,28 @@ fn fill_from_agent(result: &mut RunResult, agent: &AgentRun, trace_dir: &Path) {
     }
 }
 
+/// The planner's own stage times summed over a run's calls, from the trace (each turn's
+/// `decide_stats` and `verify_stats`, which the model planner writes); `None` when no call
+/// left any (a replay).
+pub fn planner_stages_from_trace(turns: &[TurnRecord]) -> Option<PlannerStages> {
+    let mut sums = PlannerStages::default();
+    let calls = turns
+        .iter()
+        .flat_map(|t| [t.decide_stats.as_ref(), t.verify_stats.as_ref()])
+        .flatten()
+        .filter_map(|v| serde_json::from_value::<StageTimes>(v.clone()).ok());
+    for s in calls {
+        sums.calls += 1;
+        sums.preprocess_ms += s.preprocess_ms;
+        sums.vision_ms += s.vision_ms;
+        sums.prefill_ms += s.prefill_ms;
+        sums.decode_ms += s.decode_ms;
+        sums.grammar_ms += s.grammar_ms;
+        sums.total_ms += s.total_ms;
+    }
+    (sums.calls > 0).then_some(sums)
+}
+
 /// `budget_exhausted:max_steps`, `planner_error`, … : the runner's end reason as one word.
 fn end_reason_name(end: &EndReason) -> String {
     let value = serde_json::to_value(end).unwrap_or_default();
@@ -358,6 +381,37 @@ pub fn run_suite(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn planner_stats_are_read_from_the_trace() -> crate::error::Result<()> {
+        let json = |e| crate::error::Error::internal_caused("a trace record", e);
+        let view = serde_json::to_value(crate::view::empty_view("g")).map_err(json)?;
+        let stats = |pre: f64, total: f64| {
+            serde_json::to_value(StageTimes {
+                preprocess_ms: pre,
+                total_ms: total,
+                ..StageTimes::default()
+            })
+        };
+        let turns: Vec<TurnRecord> = [
+            serde_json::json!({ "turn": 1, "started_ms": 0, "view": view, "decide_ms": 3,
+                                "decide_stats": stats(1.5, 11.0).map_err(json)? }),
+            serde_json::json!({ "turn": 2, "started_ms": 5, "view": view, "decide_ms": 3,
+                                "decide_stats": stats(0.5, 1.0).map_err(json)?,
+                                "verify_stats": stats(0.0, 0.5).map_err(json)? }),
+        ]
+        .into_iter()
+        .map(serde_json::from_value)
+        .collect::<std::result::Result<_, _>>()
+        .map_err(json)?;
+        let p = planner_stages_from_trace(&turns)
+            .ok_or_else(|| crate::error::Error::internal("three calls traced, none read"))?;
+        assert_eq!(p.calls, 3);
+        assert_eq!(p.preprocess_ms, 2.0);
+        assert_eq!(p.total_ms, 12.5);
+        assert!(planner_stages_from_trace(&turns[..0]).is_none());
+        Ok(())
+    }
     use crate::runner::Budget;
 
     #[test]

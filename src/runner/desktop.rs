@@ -25,6 +25,12 @@ pub trait Desktop {
     fn elements(&mut self) -> Option<&mut dyn ElementSource> {
         None
     }
+    /// A fingerprint of the top-level windows (which exist, which has focus), where the
+    /// desktop can tell; the runner compares it while it waits for the application
+    /// ([`settle`](super::settle)).
+    fn windows_signature(&mut self) -> Option<u64> {
+        None
+    }
 }
 
 /// Whether the "no accessibility bus" notice was printed (once per process).
@@ -122,6 +128,21 @@ impl Desktop for XDesktop {
             ElementsState::Connected(source) => Some(source.as_mut()),
             _ => None,
         }
+    }
+
+    /// The window manager's client list with the focused window (empty on a display without
+    /// one, such as a bare Xvfb), and the accessibility tree's top-level windows where there is
+    /// a bus: either one seeing a window open is enough.
+    fn windows_signature(&mut self) -> Option<u64> {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        capture::window_list().hash(&mut hasher);
+        if !matches!(self.elements, ElementsState::Unavailable) {
+            self.elements()
+                .and_then(|source| source.windows_signature())
+                .hash(&mut hasher);
+        }
+        Some(hasher.finish())
     }
 }
 
