@@ -619,7 +619,7 @@ impl StageBench {
             masks.extend(s.mask_times.iter().map(|d| d.as_secs_f64() * 1e6));
             last = Some(out);
         }
-        let out = last.ok_or_else(|| Error::Internal("repeat is 0".into()))?;
+        let out = last.ok_or_else(|| Error::internal("repeat is 0"))?;
         self.memory.push(meter.finish("grammar"));
         let s = &out.decoded.stats;
         masks.sort_by(|a, b| a.total_cmp(b));

@@ -987,10 +987,8 @@ fn hostile_inputs_fail_cleanly_refuse_or_act_as_documented() -> Result<()> {
     let fifo = cases_dir.join("a.fifo");
     let cfifo = std::ffi::CString::new(s(&fifo))?;
     // SAFETY: a valid NUL-terminated path.
-    anyhow::ensure!(
-        unsafe { libc::mkfifo(cfifo.as_ptr(), 0o600) } == 0,
-        "mkfifo"
-    );
+    let made = unsafe { libc::mkfifo(cfifo.as_ptr(), 0o600) };
+    anyhow::ensure!(made == 0, "mkfifo");
     let link_fifo = cases_dir.join("link-to-fifo.json");
     std::os::unix::fs::symlink(&fifo, &link_fifo)?;
     let link_zero = cases_dir.join("link-to-zero.json");
