@@ -12,8 +12,8 @@ use crate::cli::resolve;
 use cel_contracts::{DoneVerdict, GoalOutcome, PlanProducer, RunLimits, Step, StepResult};
 use sightline::hub::ResolvedModel;
 use sightline::runner::{
-    describe_action, ConfirmPrompt, EndReason, ReplayPlanner, RunObserver, RunOptions, RunReport,
-    Runner, StopFlag, TerminalPrompt, XDesktop,
+    describe_action, ConfirmPrompt, EndReason, Grants, ReplayPlanner, RunObserver, RunOptions,
+    RunReport, Runner, StopFlag, TerminalPrompt, XDesktop,
 };
 
 /// Exit codes of `sightline run`.
@@ -26,7 +26,7 @@ pub mod exit_code {
     /// no planner for `--model`. Matches clap's own exit code for usage errors.
     pub const USAGE_OR_SETUP: i32 = 2;
     /// The agent refused: the planner asked to clarify, the destructive-step gate refused a
-    /// step, or the user declined a batch at `--confirm`.
+    /// step no `--allow` covered, or the user declined a step at `--confirm`.
     pub const REFUSED: i32 = 3;
     /// The user stopped the run: Ctrl-C or the top-left-corner fail-safe (128 + SIGINT).
     pub const INTERRUPTED: i32 = 130;
@@ -35,8 +35,9 @@ pub mod exit_code {
 /// Arguments of `sightline run`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
-    /// The goal, in plain words. Destructive steps (deleting, closing without saving, paying,
-    /// sending) run only when the goal confirms them ("... I confirm the deletion").
+    /// The goal, in plain words. Its wording never allows a destructive step (deleting,
+    /// overwriting, closing, sending, paying, changing the system, running unknown commands):
+    /// only `--allow` or an approval at `--confirm` does.
     pub goal: String,
     /// Model: a manifest id (`qwen3-vl-2b`, `qwen3-vl-4b:q8_0`), a Hub repo id or a local path.
     /// Default: the manifest marked default.
@@ -61,9 +62,15 @@ pub struct RunArgs {
     /// Plan and print, execute no input.
     #[arg(long)]
     pub dry_run: bool,
-    /// Ask on the terminal before each batch.
+    /// Ask on the terminal about each step the gate refuses, showing it; yes runs that one
+    /// step.
     #[arg(long)]
     pub confirm: bool,
+    /// Allow a kind of destructive step for this run: delete, overwrite, close, send, pay,
+    /// system or shell; delete and overwrite may be limited to paths
+    /// (`--allow delete:~/tmp/**`). Repeat for several.
+    #[arg(long = "allow", value_name = "KIND[:PATHS]")]
+    pub allow: Vec<String>,
     /// Monitor index to capture and drive (default: the primary monitor).
     #[arg(long)]
     pub monitor: Option<usize>,
@@ -176,6 +183,7 @@ fn setup_and_run(
     if args.max_steps == 0 || args.timeout == 0 || args.max_step_retries == 0 {
         anyhow::bail!("--max-steps, --timeout and --max-step-retries must be at least 1");
     }
+    let grants = Grants::parse(&args.allow)?;
     let (planner, label): (Box<dyn PlanProducer>, String) = match &args.replay {
         Some(path) => (
             Box::new(ReplayPlanner::from_path(path)?),
@@ -215,14 +223,16 @@ fn setup_and_run(
         },
         dry_run: args.dry_run,
         confirm: args.confirm,
+        grants,
         trace_dir: args.trace.clone(),
         use_elements: !args.no_elements,
         planner_label: label,
         ..RunOptions::default()
     };
+    let allowed: Vec<String> = options.grants.iter().map(|g| g.to_string()).collect();
     let _ = writeln!(
         out,
-        "monitor {} ({}), planner {}{}",
+        "monitor {} ({}), planner {}{}{}",
         desktop.monitor().index,
         desktop.monitor().name,
         options.planner_label,
@@ -230,6 +240,11 @@ fn setup_and_run(
             ", dry run: no input"
         } else {
             ""
+        },
+        if allowed.is_empty() {
+            String::new()
+        } else {
+            format!(", allowed: {}", allowed.join(" "))
         }
     );
     let mut runner = Runner::new(Box::new(desktop), options)

@@ -1,5 +1,6 @@
-//! Running a batch: each step through the safety gate, then executed with the input device,
-//! with retries, pauses and the between-step checks.
+//! Running a batch: each step through the safety gate (and, when it refuses, the approval
+//! callback or the `--confirm` prompt), then executed with the input device, with retries,
+//! pauses and the between-step checks.
 
 use std::time::Duration;
 
@@ -18,8 +19,8 @@ impl Runner {
         purpose: &str,
         steps: &[Step],
     ) -> TurnEnd {
+        // The goal is not read here: the gate judges steps, never the goal's wording.
         let TurnInput {
-            goal,
             view,
             geometry,
             elements,
@@ -41,37 +42,6 @@ impl Runner {
             state.steps_used += 1;
             return TurnEnd::Continue;
         }
-        if self.options.confirm && !self.options.dry_run {
-            let question = format!(
-                "Run batch \"{purpose}\" ({} step{}: {})?",
-                steps.len(),
-                if steps.len() == 1 { "" } else { "s" },
-                steps
-                    .iter()
-                    .map(|s| describe_action(&s.action))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            );
-            match self.prompt.confirm(&question) {
-                Ok(true) => {}
-                Ok(false) => {
-                    return TurnEnd::Finish(
-                        GoalOutcome::Refused {
-                            summary: format!(
-                                "the user declined the batch \"{purpose}\" at the confirm prompt"
-                            ),
-                        },
-                        EndReason::Declined,
-                    )
-                }
-                Err(e) => {
-                    let report =
-                        failure(purpose, "confirm the batch", &state.history, e.to_string());
-                    return TurnEnd::Finish(GoalOutcome::Failed(report), EndReason::StepFailed);
-                }
-            }
-        }
-
         let mut any_input = false;
         let max_attempts = self.options.limits.max_step_retries.max(1);
         for (index, step) in steps.iter().enumerate() {
@@ -83,39 +53,59 @@ impl Runner {
             }
             let seen = self.seen_targets(&step.action, elements, &geometry);
             let seen_of = |id: &str| seen.iter().find(|f| f.0 == id).map(|f| f.1.clone());
-            if let Some(refusal) =
-                safety::check_batch_step(goal, purpose, steps, index, view, &seen_of)
-            {
-                observer.on_refusal(step, &refusal.message);
-                let result = StepResult::Err {
-                    message: refusal.message.clone(),
-                    recoverable: false,
-                };
-                record.steps.push(trace::StepRecord {
-                    index,
-                    attempt: 1,
-                    purpose: step.purpose.clone(),
-                    action: step.action.clone(),
-                    result,
-                    duration_ms: 0,
-                    dry_run: self.options.dry_run,
-                    refused: Some(refusal.message.clone()),
-                });
-                state.history.push(AttemptRecord {
-                    step_purpose: step.purpose.clone(),
-                    action: step.action.clone(),
-                    succeeded: false,
-                    error: Some(refusal.message.clone()),
-                    data: json!({ "refused": refusal.kind, "trigger": refusal.trigger }),
-                    next_action_hint: None,
-                });
-                return TurnEnd::Finish(
-                    GoalOutcome::Refused {
-                        summary: refusal.message,
-                    },
-                    EndReason::EndedOnRefusal,
-                );
+            let ctx = safety::GateContext {
+                view,
+                batch_purpose: purpose,
+                seen: &seen_of,
+                host: &safety::LocalHost,
+            };
+            let checked = state.gate.check(step, index, &ctx);
+            if let Some(refusal) = checked.refusal().cloned() {
+                let asked = self.approval_asked();
+                match self.approve(&refusal) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        let message = refusal.to_string();
+                        observer.on_refusal(step, &message);
+                        record.steps.push(trace::StepRecord {
+                            index,
+                            attempt: 1,
+                            purpose: step.purpose.clone(),
+                            action: step.action.clone(),
+                            result: StepResult::Err {
+                                message: message.clone(),
+                                recoverable: false,
+                            },
+                            duration_ms: 0,
+                            dry_run: self.options.dry_run,
+                            refused: Some(message.clone()),
+                        });
+                        state.history.push(AttemptRecord {
+                            step_purpose: step.purpose.clone(),
+                            action: step.action.clone(),
+                            succeeded: false,
+                            error: Some(message.clone()),
+                            data: json!({
+                                "refused": refusal.kinds(),
+                                "allow": refusal.allow_flags(),
+                            }),
+                            next_action_hint: None,
+                        });
+                        let end = if asked {
+                            EndReason::Declined
+                        } else {
+                            EndReason::EndedOnRefusal
+                        };
+                        return TurnEnd::Finish(GoalOutcome::Refused { summary: message }, end);
+                    }
+                    Err(e) => {
+                        let report =
+                            failure(purpose, "approve the step", &state.history, e.to_string());
+                        return TurnEnd::Finish(GoalOutcome::Failed(report), EndReason::StepFailed);
+                    }
+                }
             }
+            state.gate.commit(checked);
             state.steps_used += 1;
             let mut errors: Vec<String> = Vec::new();
             for attempt in 1..=max_attempts {
@@ -224,6 +214,27 @@ impl Runner {
             record.settle_ms = t0.elapsed().as_millis() as u64;
         }
         TurnEnd::Continue
+    }
+
+    /// Whether a refused step is put to someone: the approval callback, or the `--confirm`
+    /// prompt (never in a dry run, which executes nothing).
+    fn approval_asked(&self) -> bool {
+        !self.options.dry_run && (self.approver.is_some() || self.options.confirm)
+    }
+
+    /// Asks the approval callback, else (under `--confirm`) the prompt, whether a refused
+    /// step may run this once.
+    fn approve(&mut self, refusal: &safety::Refusal) -> Result<bool> {
+        if self.options.dry_run {
+            return Ok(false);
+        }
+        if let Some(approver) = self.approver.as_mut() {
+            return approver.approve(refusal);
+        }
+        if self.options.confirm {
+            return self.prompt.confirm(&safety::question(refusal));
+        }
+        Ok(false)
     }
 
     /// What the screen says each target of `action` is (the element of an id, the element under

@@ -8,11 +8,14 @@
 //! a model, a [`ReplayPlanner`] or a hosted planner are the same to it.
 //!
 //! Safety lives here, not only in the prompt (ARCHITECTURE.md, decision 9): budgets from
-//! [`RunLimits`](cel_contracts::RunLimits), `dry_run`, `confirm` (a [`ConfirmPrompt`] per batch), the top-left-corner
-//! fail-safe and the Ctrl-C [`StopFlag`] (both checked between steps), and the destructive-step
-//! gate ([`safety::check_step`]), which ends the run as [`GoalOutcome::Refused`]
-//! ([`EndReason::EndedOnRefusal`]) unless the goal confirms the step. The gate applies in a dry
-//! run too, so a dry run shows what a real run would refuse.
+//! [`RunLimits`](cel_contracts::RunLimits), `dry_run`, the top-left-corner fail-safe and the
+//! Ctrl-C [`StopFlag`] (both checked between steps), and the destructive-step gate
+//! ([`safety::Gate`]), which lets a step run only when the run's [`safety::Grants`]
+//! (`RunOptions::grants`, `--allow`) cover it, or when the approval callback
+//! ([`Runner::with_approver`]) or, under `confirm`, the [`ConfirmPrompt`] approves that one
+//! step; otherwise the run ends as [`GoalOutcome::Refused`] ([`EndReason::EndedOnRefusal`])
+//! with the [`safety::Refusal`] as its summary. The goal's text is never an input to the
+//! gate. The gate applies in a dry run too, so a dry run shows what a real run would refuse.
 //!
 //! ```no_run
 //! use sightline::runner::{NoopObserver, ReplayPlanner, RunOptions, Runner, XDesktop};
@@ -79,7 +82,9 @@ pub use options::{
     Budget, EndReason, NoopObserver, RunObserver, RunOptions, RunReport, SettleOptions,
 };
 pub use replay::ReplayPlanner;
-pub use safety::{ConfirmPrompt, ScriptedPrompt, StopFlag, TerminalPrompt};
+pub use safety::{
+    Approver, ConfirmPrompt, GrantKind, Grants, Refusal, ScriptedPrompt, StopFlag, TerminalPrompt,
+};
 pub use trace::{RunMeta, TraceWriter, TurnRecord};
 
 use crate::error::{Error, Result};
@@ -108,6 +113,7 @@ pub struct Runner {
     options: RunOptions,
     resolver: Box<dyn TargetResolver>,
     prompt: Box<dyn ConfirmPrompt>,
+    approver: Option<Box<dyn Approver>>,
     stop: StopFlag,
 }
 
@@ -134,6 +140,8 @@ struct RunState {
     pending_capture: Option<Capture>,
     /// Geometry of the last capture, for the fail-safe.
     geometry: Option<ScreenGeometry>,
+    /// The destructive-step gate, with the line a terminal holds across batches.
+    gate: safety::Gate,
 }
 
 /// What one turn works from: the goal, the planner, and what it observed.
@@ -168,6 +176,7 @@ impl Runner {
             options,
             resolver: Box::new(XyResolver),
             prompt: Box::new(TerminalPrompt),
+            approver: None,
             stop: StopFlag::new(),
         }
     }
@@ -181,6 +190,13 @@ impl Runner {
     /// Uses another source of `--confirm` answers.
     pub fn with_prompt(mut self, prompt: Box<dyn ConfirmPrompt>) -> Self {
         self.prompt = prompt;
+        self
+    }
+
+    /// Puts each step the gate refuses to `approver` (a closure `|refusal| -> bool` will do):
+    /// `true` runs that one step. It is asked instead of the `confirm` prompt.
+    pub fn with_approver(mut self, approver: Box<dyn Approver>) -> Self {
+        self.approver = Some(approver);
         self
     }
 
@@ -225,6 +241,7 @@ impl Runner {
             runner_pointer: None,
             pending_capture: None,
             geometry: None,
+            gate: safety::Gate::new(self.options.grants.clone()),
         };
         // The first capture is part of setup: no display, no monitor or denied capture is an
         // error for the caller, not a run outcome.
@@ -337,6 +354,7 @@ impl Runner {
             None
         };
         let view = self.build_view(goal, &capture, state.steps_used, elements.as_ref());
+        state.gate.start_turn(&view);
         let mut record = TurnRecord {
             turn: state.turns,
             started_ms,

@@ -42,8 +42,12 @@ pub struct RunOptions {
     pub limits: RunLimits,
     /// Plan and report, execute no input.
     pub dry_run: bool,
-    /// Ask the [`ConfirmPrompt`](super::ConfirmPrompt) before each batch.
+    /// Ask the [`ConfirmPrompt`](super::ConfirmPrompt) about each step the gate refuses,
+    /// showing it; a yes runs that one step (`--confirm`).
     pub confirm: bool,
+    /// What the user allows (`--allow`): destructive steps the gate lets run without asking.
+    /// None by default.
+    pub grants: super::safety::Grants,
     /// Waiting for the screen after input.
     pub settle: SettleOptions,
     /// Pause between the steps of a batch, in milliseconds, so applications process events.
@@ -70,6 +74,7 @@ impl Default for RunOptions {
             limits: RunLimits::default(),
             dry_run: false,
             confirm: false,
+            grants: super::safety::Grants::none(),
             settle: SettleOptions::default(),
             step_pause_ms: 50,
             trace_dir: None,
@@ -102,9 +107,9 @@ pub enum EndReason {
     Succeeded,
     /// The planner answered `clarify`.
     Clarified,
-    /// The destructive-step gate refused a step the goal did not confirm.
+    /// The destructive-step gate refused a step no grant covered.
     EndedOnRefusal,
-    /// The user declined a batch at the `--confirm` prompt.
+    /// The user (or the approval callback) declined a step the gate put to them.
     Declined,
     /// The planner answered `fail`.
     PlannerGaveUp,

@@ -1,0 +1,1096 @@
+//! Typed command lines, judged by a real shell parser: [`brush_parser`] (the POSIX/bash
+//! grammar of the brush shell, pure Rust) turns a line into its syntax tree, and the walker
+//! here visits every simple command in it — pipelines, `&&`/`||` lists, subshells, brace
+//! groups, `if`/`for`/`while`/`case` bodies, function bodies, command and process
+//! substitutions, here-documents and here-strings — and the command lines hidden in
+//! arguments (`sh -c`, `su -c`, `ssh host …`, `xterm -e`, `env -S`, `watch`, `eval`), behind
+//! wrappers (`sudo` with its options' arguments, `env`, `nice`, `nohup`, `timeout`, `time`,
+//! `command`, `exec`, `busybox`, `xargs`, `find -exec`, `systemd-run`, …).
+//!
+//! Default-deny: a command word that cannot be resolved without running anything (`$X`,
+//! `$(…)`, a glob, a brace expansion, a path to a script) needs the `shell` grant, and so does
+//! a command on the `PATH` or a shell builtin that is not in the documented tables of
+//! `commands.rs`; a command that exists nowhere (not on the `PATH`, not a builtin) only
+//! prints "command not found", which is why typed prose ("Ada Lovelace⏎") passes. The
+//! tables say what each known command needs (`rm` deletes its operands, `cp` overwrites an
+//! existing destination, `git push --force` overwrites a remote, …). What a command writes
+//! is checked on disk: a redirect or a copy onto a file that does not exist creates it and
+//! needs nothing; a relative path is checked in the working directories of the shells at a
+//! prompt ([`HostFacts::shells_at_prompt`]), and when those are unknown it counts as an
+//! existing file.
+
+mod commands;
+mod wrappers;
+
+pub use commands::{
+    CREATING as CREATING_COMMANDS, INTERACTIVE as INTERACTIVE_COMMANDS,
+    READ_ONLY as READ_ONLY_COMMANDS,
+};
+
+use std::cell::OnceCell;
+use std::io::Cursor;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Component, Path, PathBuf};
+
+use brush_parser::ast;
+use brush_parser::word::{self, TildeExpr, WordPiece, WordPieceWithSource};
+use brush_parser::{ParseError, Parser, ParserOptions};
+
+use super::glob::has_glob;
+use super::grants::{GrantKind, Target};
+use super::host::{FileKind, HostFacts};
+use super::refusal::{shown, Need};
+
+/// Longest text parsed as a command line; anything longer needs the `shell` grant (no
+/// agent types a legitimate command this long, and the parser's cost grows with it).
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+/// Deepest nesting of brackets and quotes handed to the parser (its recursion is bounded by
+/// this, so a hostile line cannot exhaust the stack).
+const MAX_BRACKET_DEPTH: usize = 64;
+/// Deepest nesting of command lines inside command lines (`sh -c "$(bash -c '…')"`).
+const MAX_SCRIPT_DEPTH: usize = 12;
+
+/// How a command line parsed.
+#[derive(Debug)]
+pub(super) enum Parsed {
+    /// Complete: these are the permissions it needs (possibly none).
+    Complete(Vec<Need>),
+    /// Not finished (an open quote, `&&` at the end, an unterminated here-document): a shell
+    /// waits for more and runs nothing yet.
+    Incomplete,
+    /// A syntax error in the bash grammar: a bash-family shell runs nothing of it. `needs` is
+    /// what a word-by-word reading found (see [`fallback_scan`]): the line still needs those,
+    /// for a shell outside the bash family (fish) and for a construct the parser and bash
+    /// read differently.
+    SyntaxError(Vec<Need>),
+}
+
+/// What a complete command line needs, judged as typed into a shell at a prompt on `host`;
+/// `None` while it is incomplete (an open quote, `&&` at the end). A line that is a syntax
+/// error is judged word by word.
+pub fn command_line_needs(text: &str, host: &dyn HostFacts) -> Option<Vec<Need>> {
+    match judge_line(text, host) {
+        Parsed::Complete(n) | Parsed::SyntaxError(n) => Some(n),
+        Parsed::Incomplete => None,
+    }
+}
+
+/// Judges one submitted command line (or several lines, as a script).
+pub(super) fn judge_line(text: &str, host: &dyn HostFacts) -> Parsed {
+    let mut w = Walker::new(host);
+    match parse(text) {
+        Ok(program) => {
+            w.program(&program);
+            Parsed::Complete(w.needs)
+        }
+        Err(Failure::Incomplete) => Parsed::Incomplete,
+        Err(Failure::Syntax) => {
+            fallback_scan(&mut w, text);
+            Parsed::SyntaxError(w.needs)
+        }
+        Err(Failure::TooComplex(why)) => {
+            w.need_shell(why);
+            Parsed::Complete(w.needs)
+        }
+    }
+}
+
+enum Failure {
+    Incomplete,
+    Syntax,
+    TooComplex(String),
+}
+
+fn parse(text: &str) -> Result<ast::Program, Failure> {
+    if text.len() > MAX_LINE_BYTES {
+        return Err(Failure::TooComplex(format!(
+            "a command line of {} bytes, longer than the gate reads ({MAX_LINE_BYTES})",
+            text.len()
+        )));
+    }
+    if bracket_depth(text) > MAX_BRACKET_DEPTH {
+        return Err(Failure::TooComplex(
+            "a command line nested deeper than the gate reads".to_string(),
+        ));
+    }
+    let options = ParserOptions::default();
+    // The parser is a third-party crate fed hostile text: a panic in it is a line the gate
+    // cannot judge, never a crash of the run.
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        Parser::new(Cursor::new(text.as_bytes()), &options).parse_program()
+    }));
+    match result {
+        Ok(Ok(program)) => Ok(program),
+        Ok(Err(ParseError::ParsingAtEndOfInput)) => Err(Failure::Incomplete),
+        Ok(Err(ParseError::Tokenizing { inner, .. })) if inner.is_incomplete() => {
+            Err(Failure::Incomplete)
+        }
+        Ok(Err(_)) => Err(Failure::Syntax),
+        Err(_) => Err(Failure::TooComplex(
+            "a command line the shell parser could not read".to_string(),
+        )),
+    }
+}
+
+/// The deepest nesting of `(`, `{`, `[` and backquotes, ignoring quotes (an over-estimate is
+/// fine: it only bounds the parser's recursion).
+fn bracket_depth(text: &str) -> usize {
+    let (mut depth, mut max, mut backquote) = (0usize, 0usize, false);
+    for c in text.chars() {
+        match c {
+            '(' | '{' | '[' => depth += 1,
+            ')' | '}' | ']' => depth = depth.saturating_sub(1),
+            '`' => {
+                backquote = !backquote;
+                if backquote {
+                    depth += 1;
+                } else {
+                    depth = depth.saturating_sub(1);
+                }
+            }
+            _ => {}
+        }
+        max = max.max(depth);
+    }
+    max
+}
+
+/// What a line the parser rejects is judged by, word by word: any word that names a command
+/// other than a read-only one (as a bare name, or a path to an existing executable) needs the
+/// `shell` grant. A bash-family shell would run nothing of the line, but another shell may,
+/// and the parser may disagree with bash on a rare construct.
+fn fallback_scan(w: &mut Walker<'_>, text: &str) {
+    let tokens = brush_parser::tokenize_str(text).ok();
+    let words: Vec<String> = match tokens {
+        Some(tokens) => tokens
+            .iter()
+            .filter_map(|t| match t {
+                brush_parser::Token::Word(s, _) => Some(s.clone()),
+                brush_parser::Token::Operator(..) => None,
+            })
+            .collect(),
+        None => text.split_whitespace().map(str::to_string).collect(),
+    };
+    for raw in words {
+        let bare: String = raw
+            .chars()
+            .filter(|c| !matches!(c, '\'' | '"' | '\\' | '(' | ')' | '{' | '}' | '`' | '$'))
+            .collect();
+        let name = bare.rsplit('/').next().unwrap_or(&bare);
+        if name.is_empty() || commands::is_read_only(name) {
+            continue;
+        }
+        let known = commands::is_known(name) || w.host.on_path(name);
+        let executable_path =
+            bare.contains('/') && matches!(w.host.file_kind(Path::new(&bare)), FileKind::File);
+        if known || executable_path {
+            w.need_shell(format!(
+                "a line the shell parser cannot read that names `{name}`"
+            ));
+            return;
+        }
+    }
+}
+
+// ─── Words ──────────────────────────────────────────────────────────────────
+
+/// A word of a command line, resolved as far as the gate can without running anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Arg {
+    /// A fixed value: quotes and escapes removed, `~` expanded.
+    Fixed(String),
+    /// A fixed pattern with an unquoted `*`, `?` or `[` (the value, globs kept).
+    Glob(String),
+    /// Known only when the line runs: a variable, a command substitution, a brace expansion.
+    Dynamic(String),
+    /// A path at or below one of these directories (what `find DIRS -exec … {}` passes).
+    Under(Vec<PathBuf>),
+}
+
+impl Arg {
+    /// The fixed value (not for globs or dynamic words).
+    pub(super) fn fixed(&self) -> Option<&str> {
+        match self {
+            Arg::Fixed(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The word for a message: the value, or the word as typed.
+    pub(super) fn text(&self) -> String {
+        match self {
+            Arg::Fixed(s) | Arg::Glob(s) | Arg::Dynamic(s) => s.clone(),
+            Arg::Under(dirs) => dirs
+                .first()
+                .map(|d| format!("{}/…", shown(d)))
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Whether it is an option (`-x`, `--long`): fixed and starting with `-`.
+    pub(super) fn is_option(&self) -> bool {
+        self.fixed()
+            .is_some_and(|s| s.starts_with('-') && s.len() > 1)
+    }
+}
+
+/// Where the working directory of a command is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Cwd {
+    /// The directory of a shell at a prompt (a typed line): asked of the host when needed.
+    Terminal,
+    /// One of these directories.
+    Dirs(Vec<PathBuf>),
+    /// Not known.
+    Unknown,
+}
+
+/// Where a command's standard input comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Stdin {
+    /// The terminal (an interactive program reads the user's keys).
+    Terminal,
+    /// A pipe from an earlier command: text the gate cannot see.
+    Pipe,
+    /// A here-document or here-string: its text when fixed.
+    Text(Option<String>),
+    /// A file.
+    File,
+}
+
+/// One command to judge: its name (directory stripped), its arguments, its input.
+#[derive(Debug, Clone)]
+pub(super) struct Invocation {
+    /// The command's name (`rm` for `/bin/rm`).
+    pub name: String,
+    /// The arguments after the name.
+    pub args: Vec<Arg>,
+    /// Where its input comes from.
+    pub stdin: Stdin,
+}
+
+/// Walks a parsed command line and collects what it needs.
+pub(super) struct Walker<'h> {
+    pub host: &'h dyn HostFacts,
+    pub needs: Vec<Need>,
+    depth: usize,
+    /// The working directory of the command being judged.
+    pub cwd: Cwd,
+    /// Inside `ssh host …`: paths and commands are on another machine.
+    pub remote: bool,
+    terminal_dirs: OnceCell<Option<Vec<PathBuf>>>,
+}
+
+impl<'h> Walker<'h> {
+    fn new(host: &'h dyn HostFacts) -> Self {
+        Self {
+            host,
+            needs: Vec::new(),
+            depth: 0,
+            cwd: Cwd::Terminal,
+            remote: false,
+            terminal_dirs: OnceCell::new(),
+        }
+    }
+
+    /// Adds a need (once).
+    pub(super) fn need(&mut self, kind: GrantKind, target: Target, what: impl Into<String>) {
+        let need = Need::new(kind, target, what);
+        if !self.needs.contains(&need) {
+            self.needs.push(need);
+        }
+    }
+
+    /// Adds a `shell` need: something the gate cannot judge.
+    pub(super) fn need_shell(&mut self, what: impl Into<String>) {
+        self.need(GrantKind::Shell, Target::Unknown, what);
+    }
+
+    // ── Syntax tree ──
+
+    fn program(&mut self, program: &ast::Program) {
+        for list in &program.complete_commands {
+            self.compound_list(list);
+        }
+    }
+
+    fn compound_list(&mut self, list: &ast::CompoundList) {
+        for ast::CompoundListItem(and_or, _) in &list.0 {
+            self.pipeline(&and_or.first);
+            for next in &and_or.additional {
+                match next {
+                    ast::AndOr::And(p) | ast::AndOr::Or(p) => self.pipeline(p),
+                }
+            }
+        }
+    }
+
+    fn pipeline(&mut self, pipeline: &ast::Pipeline) {
+        for (i, command) in pipeline.seq.iter().enumerate() {
+            let stdin = if i == 0 { Stdin::Terminal } else { Stdin::Pipe };
+            self.command(command, stdin);
+        }
+    }
+
+    fn command(&mut self, command: &ast::Command, stdin: Stdin) {
+        match command {
+            ast::Command::Simple(simple) => self.simple(simple, stdin),
+            ast::Command::Compound(compound, redirects) => {
+                if let Some(list) = redirects {
+                    for r in &list.0 {
+                        self.redirect(r);
+                    }
+                }
+                self.compound(compound);
+            }
+            ast::Command::Function(def) => {
+                self.need_shell(format!(
+                    "defining the function `{}`, which changes what a later command runs",
+                    def.fname.value
+                ));
+                let ast::FunctionBody(body, redirects) = &def.body;
+                if let Some(list) = redirects {
+                    for r in &list.0 {
+                        self.redirect(r);
+                    }
+                }
+                self.compound(body);
+            }
+            ast::Command::ExtendedTest(test, redirects) => {
+                if let Some(list) = redirects {
+                    for r in &list.0 {
+                        self.redirect(r);
+                    }
+                }
+                self.extended_test(&test.expr);
+            }
+        }
+    }
+
+    fn compound(&mut self, compound: &ast::CompoundCommand) {
+        use ast::CompoundCommand as C;
+        match compound {
+            C::Arithmetic(a) => self.arithmetic(&a.expr.value),
+            C::ArithmeticForClause(f) => {
+                for e in [&f.initializer, &f.condition, &f.updater]
+                    .into_iter()
+                    .flatten()
+                {
+                    self.arithmetic(&e.value);
+                }
+                self.compound_list(&f.body.list);
+            }
+            C::BraceGroup(b) => self.compound_list(&b.list),
+            C::Subshell(s) => self.compound_list(&s.list),
+            C::ForClause(f) => {
+                for v in f.values.iter().flatten() {
+                    self.arg(&v.value);
+                }
+                self.compound_list(&f.body.list);
+            }
+            C::CaseClause(c) => {
+                self.arg(&c.value.value);
+                for item in &c.cases {
+                    for p in &item.patterns {
+                        self.arg(&p.value);
+                    }
+                    if let Some(list) = &item.cmd {
+                        self.compound_list(list);
+                    }
+                }
+            }
+            C::IfClause(i) => {
+                self.compound_list(&i.condition);
+                self.compound_list(&i.then);
+                for e in i.elses.iter().flatten() {
+                    if let Some(c) = &e.condition {
+                        self.compound_list(c);
+                    }
+                    self.compound_list(&e.body);
+                }
+            }
+            C::WhileClause(w) | C::UntilClause(w) => {
+                self.compound_list(&w.0);
+                self.compound_list(&w.1.list);
+            }
+            C::Coprocess(c) => self.command(&c.body, Stdin::Pipe),
+        }
+    }
+
+    fn extended_test(&mut self, expr: &ast::ExtendedTestExpr) {
+        use ast::ExtendedTestExpr as E;
+        match expr {
+            E::And(a, b) | E::Or(a, b) => {
+                self.extended_test(a);
+                self.extended_test(b);
+            }
+            E::Not(a) | E::Parenthesized(a) => self.extended_test(a),
+            E::UnaryTest(_, w) => {
+                self.arg(&w.value);
+            }
+            E::BinaryTest(_, a, b) => {
+                self.arg(&a.value);
+                self.arg(&b.value);
+            }
+        }
+    }
+
+    /// An arithmetic expression runs nothing unless it holds a command substitution.
+    fn arithmetic(&mut self, expr: &str) {
+        if expr.contains("$(") || expr.contains('`') {
+            self.need_shell("a command substitution inside an arithmetic expression");
+        }
+    }
+
+    fn simple(&mut self, simple: &ast::SimpleCommand, stdin: Stdin) {
+        use ast::CommandPrefixOrSuffixItem as Item;
+        let mut stdin = stdin;
+        let mut words: Vec<(String, Arg)> = Vec::new();
+        let mut assignments: Vec<String> = Vec::new();
+        for item in simple.prefix.iter().flat_map(|p| p.0.iter()) {
+            match item {
+                Item::AssignmentWord(assignment, _) => {
+                    assignments.push(self.assignment(assignment));
+                }
+                Item::IoRedirect(r) => {
+                    if let Some(s) = self.redirect(r) {
+                        stdin = s;
+                    }
+                }
+                Item::ProcessSubstitution(_, sub) => self.compound_list(&sub.list),
+                Item::Word(w) => words.push((w.value.clone(), self.arg(&w.value))),
+            }
+        }
+        if let Some(name) = &simple.word_or_name {
+            words.push((name.value.clone(), self.arg(&name.value)));
+        }
+        for item in simple.suffix.iter().flat_map(|s| s.0.iter()) {
+            match item {
+                Item::Word(w) => words.push((w.value.clone(), self.arg(&w.value))),
+                Item::IoRedirect(r) => {
+                    if let Some(s) = self.redirect(r) {
+                        stdin = s;
+                    }
+                }
+                Item::ProcessSubstitution(_, sub) => self.compound_list(&sub.list),
+                // `export X=$(…)`: the value runs now; the name is judged by the builtin.
+                Item::AssignmentWord(assignment, raw) => {
+                    self.assignment(assignment);
+                    words.push((raw.value.clone(), Arg::Fixed(raw.value.clone())));
+                }
+            }
+        }
+        for name in &assignments {
+            commands::judge_assignment(self, name);
+        }
+        let Some(((word, first), rest)) = words.split_first() else {
+            return;
+        };
+        let args: Vec<Arg> = rest.iter().map(|(_, a)| a.clone()).collect();
+        self.invoke_word(word, first, args, stdin);
+    }
+
+    /// Judges a command given by its first word.
+    pub(super) fn invoke_word(&mut self, word: &str, first: &Arg, args: Vec<Arg>, stdin: Stdin) {
+        let Some(value) = first.fixed() else {
+            self.need_shell(format!(
+                "running the command `{word}`, whose name is known only when the line runs"
+            ));
+            return;
+        };
+        let name = match self.command_name(value) {
+            Some(n) => n,
+            None => {
+                self.need_shell(format!(
+                    "running `{value}`, a program or script the gate cannot see into"
+                ));
+                return;
+            }
+        };
+        let inv = Invocation { name, args, stdin };
+        commands::judge(self, &inv);
+    }
+
+    /// The name a command word runs: itself when bare, the file name for a path into a
+    /// system program directory; `None` for any other path (a script, a program of the
+    /// user's).
+    fn command_name(&self, value: &str) -> Option<String> {
+        if !value.contains('/') {
+            return Some(value.to_string());
+        }
+        const SYSTEM_BIN_DIRS: &[&str] = &[
+            "/bin",
+            "/sbin",
+            "/usr/bin",
+            "/usr/sbin",
+            "/usr/local/bin",
+            "/usr/local/sbin",
+        ];
+        let path = Path::new(value);
+        let dir = path.parent()?.to_str()?;
+        let name = path.file_name()?.to_str()?;
+        SYSTEM_BIN_DIRS.contains(&dir).then(|| name.to_string())
+    }
+
+    /// An assignment's value is expanded now (its substitutions run); returns the name.
+    fn assignment(&mut self, assignment: &ast::Assignment) -> String {
+        match &assignment.value {
+            ast::AssignmentValue::Scalar(w) => {
+                self.arg(&w.value);
+            }
+            ast::AssignmentValue::Array(items) => {
+                for (k, v) in items {
+                    if let Some(k) = k {
+                        self.arg(&k.value);
+                    }
+                    self.arg(&v.value);
+                }
+            }
+        }
+        match &assignment.name {
+            ast::AssignmentName::VariableName(n) | ast::AssignmentName::ArrayElementName(n, _) => {
+                n.clone()
+            }
+        }
+    }
+
+    /// Judges a redirect; returns the standard input it sets, if it is an input redirect.
+    fn redirect(&mut self, r: &ast::IoRedirect) -> Option<Stdin> {
+        use ast::{IoFileRedirectKind as K, IoFileRedirectTarget as T, IoRedirect as R};
+        match r {
+            R::File(fd, kind, target) => match (kind, target) {
+                (K::Read, T::Filename(w)) => {
+                    self.arg(&w.value);
+                    (fd.unwrap_or(0) == 0).then_some(Stdin::File)
+                }
+                (K::Write | K::Clobber | K::ReadAndWrite, T::Filename(w)) => {
+                    let target = self.arg(&w.value);
+                    self.write_target(&target, "a redirect");
+                    None
+                }
+                (K::Append, T::Filename(w)) => {
+                    let target = self.arg(&w.value);
+                    self.append_target(&target);
+                    None
+                }
+                // `>&word`: a file descriptor, or (bash) a file for both outputs.
+                (K::DuplicateOutput | K::DuplicateInput, T::Duplicate(w)) => {
+                    let target = self.arg(&w.value);
+                    let is_fd = target.fixed().is_some_and(|s| {
+                        s == "-" || s.trim_end_matches('-').parse::<u32>().is_ok()
+                    });
+                    if !is_fd && matches!(kind, K::DuplicateOutput) {
+                        self.write_target(&target, "a redirect");
+                    }
+                    None
+                }
+                (_, T::ProcessSubstitution(_, sub)) => {
+                    self.compound_list(&sub.list);
+                    None
+                }
+                (_, T::Filename(w)) | (_, T::Duplicate(w)) => {
+                    self.arg(&w.value);
+                    None
+                }
+                (_, T::Fd(_)) => None,
+            },
+            R::HereDocument(fd, doc) => {
+                let text = if doc.requires_expansion {
+                    self.heredoc_body(&doc.doc.value)
+                } else {
+                    Some(doc.doc.value.clone())
+                };
+                (fd.unwrap_or(0) == 0).then_some(Stdin::Text(text))
+            }
+            R::HereString(fd, w) => {
+                let arg = self.arg(&w.value);
+                (fd.unwrap_or(0) == 0).then_some(Stdin::Text(arg.fixed().map(str::to_string)))
+            }
+            R::OutputAndError(w, append) => {
+                let target = self.arg(&w.value);
+                if *append {
+                    self.append_target(&target);
+                } else {
+                    self.write_target(&target, "a redirect");
+                }
+                None
+            }
+        }
+    }
+
+    /// An unquoted here-document's body: its substitutions run; its text when it holds none.
+    fn heredoc_body(&mut self, body: &str) -> Option<String> {
+        let Ok(pieces) = word::parse_heredoc(body, &ParserOptions::default()) else {
+            self.need_shell("a here-document the gate cannot read");
+            return None;
+        };
+        let mut out = String::new();
+        let mut fixed = true;
+        for p in &pieces {
+            match &p.piece {
+                WordPiece::Text(s) => out.push_str(s),
+                WordPiece::EscapeSequence(s) => out.push_str(s.trim_start_matches('\\')),
+                _ => {
+                    fixed = false;
+                    self.piece_substitutions(&p.piece, body, p);
+                }
+            }
+        }
+        fixed.then_some(out)
+    }
+
+    // ── Words ──
+
+    /// Resolves a word, judging the commands its substitutions run.
+    pub(super) fn arg(&mut self, raw: &str) -> Arg {
+        let Ok(pieces) = word::parse(raw, &ParserOptions::default()) else {
+            self.need_shell(format!("a word the gate cannot read: {raw}"));
+            return Arg::Dynamic(raw.to_string());
+        };
+        let mut value = String::new();
+        let mut fixed = true;
+        let mut glob = false;
+        for p in &pieces {
+            match &p.piece {
+                WordPiece::Text(s) => {
+                    if has_glob(s) {
+                        glob = true;
+                    }
+                    if is_brace_expansion(s) {
+                        fixed = false;
+                    }
+                    value.push_str(s);
+                }
+                WordPiece::SingleQuotedText(s) => value.push_str(s),
+                WordPiece::AnsiCQuotedText(s) => {
+                    // Escapes in $'…' spell any byte (`$'\x72m'` is `rm`): only a plain one is
+                    // a fixed value.
+                    if s.contains('\\') {
+                        fixed = false;
+                    } else {
+                        value.push_str(s);
+                    }
+                }
+                WordPiece::DoubleQuotedSequence(inner)
+                | WordPiece::GettextDoubleQuotedSequence(inner) => {
+                    if !self.double_quoted(inner, raw, &mut value) {
+                        fixed = false;
+                    }
+                }
+                WordPiece::TildeExpansion(TildeExpr::Home) => match self.home() {
+                    Some(h) => value.push_str(&h.to_string_lossy()),
+                    None => fixed = false,
+                },
+                WordPiece::TildeExpansion(_) => fixed = false,
+                WordPiece::EscapeSequence(s) => {
+                    let c = s.trim_start_matches('\\');
+                    // A backslash-newline joins lines and stands for nothing.
+                    if c != "\n" {
+                        value.push_str(c);
+                    }
+                }
+                other => {
+                    fixed = false;
+                    self.piece_substitutions(other, raw, p);
+                }
+            }
+        }
+        if !fixed {
+            Arg::Dynamic(raw.to_string())
+        } else if glob {
+            Arg::Glob(value)
+        } else {
+            Arg::Fixed(value)
+        }
+    }
+
+    /// Appends a double-quoted sequence's value; false when it holds an expansion.
+    fn double_quoted(
+        &mut self,
+        inner: &[WordPieceWithSource],
+        raw: &str,
+        value: &mut String,
+    ) -> bool {
+        let mut fixed = true;
+        for p in inner {
+            match &p.piece {
+                WordPiece::Text(s) => value.push_str(s),
+                WordPiece::EscapeSequence(s) => {
+                    let c = s.trim_start_matches('\\');
+                    if c != "\n" {
+                        value.push_str(c);
+                    }
+                }
+                other => {
+                    fixed = false;
+                    self.piece_substitutions(other, raw, p);
+                }
+            }
+        }
+        fixed
+    }
+
+    /// Judges the commands a word piece runs when expanded.
+    fn piece_substitutions(&mut self, piece: &WordPiece, raw: &str, source: &WordPieceWithSource) {
+        match piece {
+            WordPiece::CommandSubstitution(script) => self.nested(script),
+            WordPiece::BackquotedCommandSubstitution(script) => {
+                self.nested(&unescape_backquoted(script))
+            }
+            WordPiece::DoubleQuotedSequence(inner)
+            | WordPiece::GettextDoubleQuotedSequence(inner) => {
+                for p in inner {
+                    self.piece_substitutions(&p.piece, raw, p);
+                }
+            }
+            WordPiece::ParameterExpansion(_) | WordPiece::ArithmeticExpression(_) => {
+                // `${X:-$(cmd)}`, `$(( $(cmd) ))`: the parser keeps these inner words as text,
+                // so a substitution inside cannot be judged.
+                let text = raw.get(source.start_index..source.end_index).unwrap_or(raw);
+                if text.contains("$(") || text.contains('`') {
+                    self.need_shell(format!(
+                        "a command substitution inside the expansion {text}"
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Judges a command line inside this one (a substitution, a `-c` string).
+    pub(super) fn nested(&mut self, script: &str) {
+        if self.depth >= MAX_SCRIPT_DEPTH {
+            self.need_shell("command lines nested deeper than the gate reads");
+            return;
+        }
+        match parse(script) {
+            Ok(program) => {
+                self.depth += 1;
+                // A nested script's `cd` does not move the commands after it.
+                let saved = self.cwd.clone();
+                self.program(&program);
+                self.cwd = saved;
+                self.depth -= 1;
+            }
+            // `sh -c 'if'` is an error and runs nothing in a bash-family shell.
+            Err(Failure::Incomplete) | Err(Failure::Syntax) => fallback_scan(self, script),
+            Err(Failure::TooComplex(why)) => self.need_shell(why),
+        }
+    }
+
+    // ── Paths ──
+
+    fn home(&self) -> Option<PathBuf> {
+        if self.remote {
+            None
+        } else {
+            self.host.home()
+        }
+    }
+
+    /// The directories a relative path is resolved in, or `None` when unknown.
+    fn dirs(&self) -> Option<Vec<PathBuf>> {
+        if self.remote {
+            return None;
+        }
+        match &self.cwd {
+            Cwd::Dirs(d) => Some(d.clone()),
+            Cwd::Unknown => None,
+            Cwd::Terminal => self
+                .terminal_dirs
+                .get_or_init(|| {
+                    self.host
+                        .shells_at_prompt()
+                        .map(|shells| shells.into_iter().map(|s| s.cwd).collect())
+                })
+                .clone(),
+        }
+    }
+
+    /// Every absolute path a fixed path may be (one per candidate working directory for a
+    /// relative one), its directories resolved; `None` when it cannot be told.
+    pub(super) fn resolve(&self, path: &str) -> Option<Vec<PathBuf>> {
+        if self.remote || path.is_empty() {
+            return None;
+        }
+        let p = Path::new(path);
+        let absolute: Vec<PathBuf> = if p.is_absolute() {
+            vec![p.to_path_buf()]
+        } else {
+            self.dirs()?.into_iter().map(|d| d.join(p)).collect()
+        };
+        absolute
+            .iter()
+            .map(|a| resolve_dirs(self.host, a))
+            .collect::<Option<Vec<_>>>()
+    }
+
+    /// The targets a path argument names (a glob names what is inside its fixed directory).
+    pub(super) fn targets(&self, arg: &Arg) -> Vec<Target> {
+        match arg {
+            Arg::Fixed(s) => match self.resolve(s) {
+                Some(paths) => paths.into_iter().map(Target::Path).collect(),
+                None => vec![Target::Unknown],
+            },
+            Arg::Glob(s) => {
+                let dir = match s.rfind('/') {
+                    Some(0) => "/",
+                    Some(i) if !has_glob(&s[..i]) => &s[..i],
+                    Some(_) => return vec![Target::Unknown],
+                    None => ".",
+                };
+                match self.resolve(dir) {
+                    Some(dirs) => dirs.into_iter().map(Target::Inside).collect(),
+                    None => vec![Target::Unknown],
+                }
+            }
+            Arg::Dynamic(_) => vec![Target::Unknown],
+            Arg::Under(dirs) => dirs
+                .iter()
+                .flat_map(|d| [Target::Path(d.clone()), Target::Inside(d.clone())])
+                .collect(),
+        }
+    }
+
+    /// The phrase for a target: `template` with `{}` replaced by the path, "the files in DIR",
+    /// or the word as typed.
+    fn phrase(template: &str, target: &Target, arg: &Arg) -> String {
+        let name = match target {
+            Target::Path(p) => shown(p),
+            Target::Inside(d) => format!("the files in {}", shown(d)),
+            Target::Unknown => arg.text(),
+        };
+        template.replacen("{}", &name, 1)
+    }
+
+    /// Adds `kind` for each target of `arg` (and `system` for a system path).
+    fn need_targets(&mut self, kind: GrantKind, arg: &Arg, template: &str) {
+        for target in self.targets(arg) {
+            let what = Self::phrase(template, &target, arg);
+            if let Target::Path(p) | Target::Inside(p) = &target {
+                if is_system_path(p) {
+                    self.need(GrantKind::System, target.clone(), what.clone());
+                }
+            }
+            self.need(kind, target, what);
+        }
+    }
+
+    /// A command deletes what `arg` names.
+    pub(super) fn delete(&mut self, arg: &Arg, cmd: &str) {
+        self.need_targets(GrantKind::Delete, arg, &format!("deleting {{}} with {cmd}"));
+    }
+
+    /// A command replaces the contents (or the mode, owner or link) of what `arg` names,
+    /// whether or not it exists; `template` says how, with `{}` for the path ("changing the
+    /// permissions of {}").
+    pub(super) fn modify(&mut self, arg: &Arg, template: &str) {
+        self.need_targets(GrantKind::Overwrite, arg, template);
+    }
+
+    /// A command writes the file `arg` names, creating or truncating it: creating needs
+    /// nothing; an existing file (or one the gate cannot check) needs `overwrite`; a device
+    /// or a system path needs `system`. A glob means the files it matches.
+    pub(super) fn write_target(&mut self, arg: &Arg, by: &str) {
+        if let Some(s) = arg.fixed() {
+            if HARMLESS_DEVICES.contains(&s) || is_fd_path(s) {
+                return;
+            }
+        }
+        let paths = match arg {
+            Arg::Fixed(s) => self.resolve(s),
+            Arg::Glob(_) | Arg::Under(_) => {
+                self.modify(arg, &format!("overwriting {{}} ({by})"));
+                return;
+            }
+            Arg::Dynamic(_) => None,
+        };
+        let Some(paths) = paths else {
+            let what = match arg {
+                Arg::Fixed(s) => format!(
+                    "writing {s} ({by}) in a directory the gate cannot see, where a file \
+                     of that name may exist"
+                ),
+                other => format!(
+                    "writing to {} ({by}), a file named only when the line runs",
+                    other.text()
+                ),
+            };
+            self.need(GrantKind::Overwrite, Target::Unknown, what);
+            return;
+        };
+        for path in paths {
+            if is_system_path(&path) {
+                self.need(
+                    GrantKind::System,
+                    Target::Path(path.clone()),
+                    format!("writing to {} ({by})", shown(&path)),
+                );
+                continue;
+            }
+            match self.host.file_kind(&path) {
+                FileKind::Missing | FileKind::Dir => {}
+                FileKind::File | FileKind::Special | FileKind::Unknown => self.need(
+                    GrantKind::Overwrite,
+                    Target::Path(path.clone()),
+                    format!("overwriting {} ({by})", shown(&path)),
+                ),
+            }
+        }
+    }
+
+    /// Appending keeps what a file holds; only a system path needs a grant.
+    fn append_target(&mut self, arg: &Arg) {
+        if let Some(s) = arg.fixed() {
+            if let Some(paths) = self.resolve(s) {
+                for p in paths.into_iter().filter(|p| is_system_path(p)) {
+                    self.need(
+                        GrantKind::System,
+                        Target::Path(p.clone()),
+                        format!("appending to {}", shown(&p)),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Whether a fixed path exists as a directory in every candidate working directory
+    /// (`Some(false)` when it exists in none, `None` when it cannot be told or differs).
+    pub(super) fn is_dir(&self, path: &str) -> Option<bool> {
+        let paths = self.resolve(path)?;
+        let kinds: Vec<FileKind> = paths.iter().map(|p| self.host.file_kind(p)).collect();
+        if kinds.iter().all(|k| *k == FileKind::Dir) {
+            Some(true)
+        } else if kinds
+            .iter()
+            .all(|k| *k != FileKind::Dir && *k != FileKind::Unknown)
+        {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    /// `cd DIR`: later relative paths may be in `DIR` or where they were (the `cd` may fail).
+    pub(super) fn change_dir(&mut self, arg: Option<&Arg>) {
+        let target = match arg {
+            None => self.home().map(|h| vec![h]),
+            Some(a) => a.fixed().and_then(|s| self.resolve(s)),
+        };
+        self.cwd = match (target, self.dirs()) {
+            (Some(mut new), Some(old)) => {
+                new.extend(old);
+                new.dedup();
+                Cwd::Dirs(new)
+            }
+            _ => Cwd::Unknown,
+        };
+    }
+}
+
+/// Files a redirect may write without touching data.
+const HARMLESS_DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/stdout",
+    "/dev/stderr",
+    "/dev/tty",
+    "/dev/zero",
+    "/dev/full",
+];
+
+/// `/dev/fd/N`, `/proc/self/fd/N`: an open descriptor, not a file.
+fn is_fd_path(s: &str) -> bool {
+    ["/dev/fd/", "/proc/self/fd/"]
+        .iter()
+        .any(|p| s.strip_prefix(p).is_some_and(|n| n.parse::<u32>().is_ok()))
+}
+
+/// Directories where writing or deleting changes the machine itself.
+const SYSTEM_DIRS: &[&str] = &["/dev", "/proc", "/sys", "/boot", "/etc"];
+
+/// Whether a path is a system directory or below one.
+pub(super) fn is_system_path(path: &Path) -> bool {
+    SYSTEM_DIRS.iter().any(|d| path.starts_with(d)) || path == Path::new("/")
+}
+
+/// A path with the directories above its last component resolved (symbolic links, `.` and
+/// `..`) through the longest part that exists; `None` when a `..` follows a part that does
+/// not (it cannot be resolved without the file system).
+fn resolve_dirs(host: &dyn HostFacts, path: &Path) -> Option<PathBuf> {
+    let mut parts: Vec<Component<'_>> = path.components().collect();
+    // The last component is kept as written (deleting a link deletes the link), unless it is
+    // `.` or `..`, which name a directory to resolve.
+    let last = match parts.last() {
+        Some(Component::Normal(n)) => {
+            let n = n.to_os_string();
+            parts.pop();
+            Some(n)
+        }
+        _ => None,
+    };
+    let mut base = PathBuf::new();
+    let mut rest: Vec<Component<'_>> = Vec::new();
+    // The longest prefix that exists, resolved by the host.
+    for k in (0..=parts.len()).rev() {
+        let prefix: PathBuf = parts[..k].iter().collect();
+        if prefix.as_os_str().is_empty() {
+            continue;
+        }
+        if let Some(real) = host.canonical(&prefix) {
+            base = real;
+            rest = parts[k..].to_vec();
+            break;
+        }
+        if k == 1 {
+            base = prefix;
+            rest = parts[1..].to_vec();
+        }
+    }
+    for c in rest {
+        match c {
+            Component::Normal(n) => base.push(n),
+            Component::CurDir => {}
+            // Below a directory that does not exist, `..` cannot be resolved reliably.
+            Component::ParentDir => return None,
+            Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    if let Some(n) = last {
+        base.push(n);
+    }
+    Some(base)
+}
+
+/// An unquoted `{a,b}` or `{1..3}` that the shell expands into several words.
+fn is_brace_expansion(text: &str) -> bool {
+    let Some(open) = text.find('{') else {
+        return false;
+    };
+    text[open..].find('}').is_some_and(|close| {
+        let inner = &text[open + 1..open + close];
+        inner.contains(',') || inner.contains("..")
+    })
+}
+
+/// The text of a backquoted substitution with its backslash escapes undone (`\$`, `` \` ``,
+/// `\\`), as the shell reads it.
+fn unescape_backquoted(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            if let Some(&next) = chars.peek() {
+                if matches!(next, '$' | '`' | '\\') {
+                    out.push(next);
+                    chars.next();
+                    continue;
+                }
+            }
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
