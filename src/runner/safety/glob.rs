@@ -70,9 +70,7 @@ fn component_match(pattern: &str, name: &str) -> bool {
                 i += 1;
             }
             '?' => {
-                for j in 0..s.len() {
-                    next[j + 1] = reach[j];
-                }
+                next[1..].copy_from_slice(&reach[..s.len()]);
                 i += 1;
             }
             '[' => match class_end(&p, i) {

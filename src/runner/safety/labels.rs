@@ -388,7 +388,7 @@ pub fn find(text: &str, usage: Use) -> Vec<Label> {
         })
         .map(|p| (p.text.chars().count(), p.label))
         .collect();
-    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found.sort_by_key(|f| std::cmp::Reverse(f.0));
     found.into_iter().map(|(_, l)| l).collect()
 }
 

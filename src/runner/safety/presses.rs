@@ -328,7 +328,7 @@ pub(super) fn key_effect(keys: &[String], focus: Focus, view: &PlanningView) -> 
     let close = |what: &str| Need::new(GrantKind::Close, Target::Unknown, what.to_string());
 
     // Closing: a chord that contains a closing chord closes, whatever else it holds.
-    if (alt && f4) || (ctrl && f4) || ((ctrl || meta) && (c.letter('w') || c.letter('q'))) {
+    if ((alt || ctrl) && f4) || ((ctrl || meta) && (c.letter('w') || c.letter('q'))) {
         fx.needs.push(close(&format!(
             "closing a window, tab or application ({spelled}), which may discard unsaved work"
         )));

@@ -3,7 +3,7 @@
 //! let it run. Its `Display` is one line for the planner's history and the user.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::grants::{home_dir, GrantKind, Target};
 
@@ -163,13 +163,14 @@ fn join_and(items: &[&str]) -> String {
 }
 
 /// A path for a phrase: `~`-relative when under the home directory.
-pub(super) fn shown(path: &PathBuf) -> String {
+pub(super) fn shown(path: &Path) -> String {
     tilde(path)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn a_refusal_names_what_and_the_exact_grant() {

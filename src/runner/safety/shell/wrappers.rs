@@ -4,115 +4,41 @@
 //! `xterm -e`, `watch`, `eval`, a here-document into `sh`), and interpreters, whose code the
 //! gate does not read (`python -c`, `perl -e`, `node -e`: `shell`).
 
-use super::commands::Opts;
+use super::opts::Opts;
 use super::{Arg, Cwd, Invocation, Stdin, Walker};
 use crate::runner::safety::grants::{GrantKind, Target};
 
 type Rule = fn(&mut Walker<'_>, &Invocation);
 
 /// Shell programs: their `-c` string, script file or standard input is a command line.
+#[rustfmt::skip]
 const SHELLS: &[&str] = &[
-    "sh",
-    "bash",
-    "dash",
-    "zsh",
-    "ksh",
-    "mksh",
-    "ksh93",
-    "ash",
-    "yash",
-    "fish",
-    "tcsh",
-    "csh",
-    "rbash",
-    "lksh",
-    "posh",
-    "oksh",
-    "loksh",
-    "nu",
-    "elvish",
-    "xonsh",
-    "pwsh",
-    "powershell",
+    "sh", "bash", "dash", "zsh", "ksh", "mksh", "ksh93", "ash", "yash", "fish", "tcsh", "csh",
+    "rbash", "lksh", "posh", "oksh", "loksh", "nu", "elvish", "xonsh", "pwsh", "powershell",
 ];
 
 /// Interpreters: their code is a program the gate does not read.
+#[rustfmt::skip]
 const INTERPRETERS: &[&str] = &[
-    "python",
-    "python2",
-    "python3",
-    "pypy",
-    "pypy3",
-    "perl",
-    "ruby",
-    "irb",
-    "node",
-    "nodejs",
-    "deno",
-    "bun",
-    "php",
-    "lua",
-    "luajit",
-    "Rscript",
-    "R",
-    "tclsh",
-    "wish",
-    "osascript",
-    "julia",
-    "guile",
-    "racket",
-    "sbcl",
-    "ocaml",
-    "groovy",
-    "jshell",
-    "ghci",
-    "runghc",
-    "expect",
+    "python", "python2", "python3", "pypy", "pypy3", "perl", "ruby", "irb", "node", "nodejs",
+    "deno", "bun", "php", "lua", "luajit", "Rscript", "R", "tclsh", "wish", "osascript", "julia",
+    "guile", "racket", "sbcl", "ocaml", "groovy", "jshell", "ghci", "runghc", "expect",
 ];
 
 /// Terminal emulators: `-e`, `-x`, `--` or `--command` names a command to run in the window.
+#[rustfmt::skip]
 const TERMINALS: &[&str] = &[
-    "xterm",
-    "uxterm",
-    "rxvt",
-    "urxvt",
-    "st",
-    "alacritty",
-    "x-terminal-emulator",
-    "konsole",
-    "lxterminal",
-    "mate-terminal",
-    "qterminal",
-    "sakura",
-    "terminology",
-    "foot",
-    "kitty",
-    "gnome-terminal",
-    "xfce4-terminal",
-    "terminator",
-    "tilix",
-    "wezterm",
-    "eterm",
-    "aterm",
+    "xterm", "uxterm", "rxvt", "urxvt", "st", "alacritty", "x-terminal-emulator", "konsole",
+    "lxterminal", "mate-terminal", "qterminal", "sakura", "terminology", "foot", "kitty",
+    "gnome-terminal", "xfce4-terminal", "terminator", "tilix", "wezterm", "eterm", "aterm",
 ];
 
 /// Library calls and commands inside interpreter code that delete (a hint shown with the
 /// `shell` need; the code needs `shell` in any case).
+#[rustfmt::skip]
 const CODE_DELETES: &[&str] = &[
-    "rmtree",
-    "os.remove",
-    "os.unlink",
-    "os.rmdir",
-    "removedirs",
-    "unlink",
-    "fs.rm",
-    "rmsync",
-    "rimraf",
-    "remove_dir_all",
-    "fileutils.rm",
-    "rm -",
-    "file.delete",
-    "deletefile",
+    "rmtree", "os.remove", "os.unlink", "os.rmdir", "removedirs", "unlink", "fs.rm", "rmsync",
+    "rimraf", "remove_dir_all", "fileutils.rm", "rm -", "file.delete", "deletefile",
 ];
 
 /// The rule for a command that runs other commands.
