@@ -210,6 +210,9 @@ fn run_agent(
     if session.bus_address().is_none() {
         cmd.arg("--no-elements");
     }
+    for grant in &task.allow {
+        cmd.arg("--allow").arg(session.placeholders().apply(grant));
+    }
     cmd.arg("--max-steps")
         .arg(max_steps.max(1).to_string())
         .arg("--timeout")

@@ -135,7 +135,16 @@ fn rule_for(name: &str) -> Option<Rule> {
                 w.need_shell("re-running a command from the history with fc");
             }
         },
-        "r" => |w, _| w.need_shell("re-running the last command (zsh's r)"),
+        // zsh's `r` re-runs the last command; elsewhere it is a missing command.
+        "r" => |w, _| {
+            let zsh = w
+                .host
+                .shells_at_prompt()
+                .is_none_or(|shells| shells.iter().any(|s| s.name == "zsh"));
+            if zsh {
+                w.need_shell("re-running the last command (zsh's r)");
+            }
+        },
         "enable" => |w, _| w.need_shell("enabling a builtin, which may load code"),
         "hash" => |w, inv| {
             if has_option(&inv.args, &["-p"]) {

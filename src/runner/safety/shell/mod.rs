@@ -480,10 +480,10 @@ impl<'h> Walker<'h> {
                     }
                 }
                 Item::ProcessSubstitution(_, sub) => self.compound_list(&sub.list),
-                // `export X=$(…)`: the value runs now; the name is judged by the builtin.
-                Item::AssignmentWord(assignment, raw) => {
-                    self.assignment(assignment);
-                    words.push((raw.value.clone(), Arg::Fixed(raw.value.clone())));
+                // `export X=$(…)`, `dd of=$F`: the word as a whole (its expansions make it
+                // dynamic); the builtin or command judges what it sets.
+                Item::AssignmentWord(_, raw) => {
+                    words.push((raw.value.clone(), self.arg(&raw.value)));
                 }
             }
         }
