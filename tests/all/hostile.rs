@@ -882,7 +882,7 @@ fn hostile_inputs_fail_cleanly_refuse_or_act_as_documented() -> Result<()> {
             case(
                 "special-file",
                 format!("plan {flag} {}", p.display()),
-                os(&["plan", flag, &s(p), "Delete old.txt"]),
+                os(&["plan", flag, &s(p), "Delete it"]),
                 Expect::Error(s(p)),
             );
         }
@@ -912,7 +912,7 @@ fn hostile_inputs_fail_cleanly_refuse_or_act_as_documented() -> Result<()> {
             case(
                 "json",
                 format!("{flag} {name}"),
-                os(&["plan", flag, &s(&p), "Delete old.txt"]),
+                os(&["plan", flag, &s(&p), "Delete it"]),
                 expect,
             );
         }
@@ -934,7 +934,7 @@ fn hostile_inputs_fail_cleanly_refuse_or_act_as_documented() -> Result<()> {
         case(
             "image",
             name.clone(),
-            os(&["plan", "--screenshot", &s(&p), "Delete old.txt"]),
+            os(&["plan", "--screenshot", &s(&p), "Delete it"]),
             Expect::Error(s(&p)),
         );
     }
@@ -942,7 +942,7 @@ fn hostile_inputs_fail_cleanly_refuse_or_act_as_documented() -> Result<()> {
     case(
         "image",
         "16-bit grey accepted".into(),
-        os(&["plan", "--screenshot", &s(&grey), "Delete old.txt"]),
+        os(&["plan", "--screenshot", &s(&grey), "Delete it"]),
         Expect::Ok("clarify".into()),
     );
 

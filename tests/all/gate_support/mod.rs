@@ -491,10 +491,13 @@ pub fn shell_cases() -> Vec<GateCase> {
 /// Key presses joined to the typed line, pastes, recalled history.
 pub fn key_cases() -> Vec<GateCase> {
     let enter = || key_step("Return");
+    // A lone `r` is zsh's "run the last command again": where the shells at a prompt are
+    // unknown it needs `shell` too, so the joined-line cases are judged per machine.
     vec![
         GateCase {
             kinds: vec![Delete],
             allow: vec!["delete"],
+            portable: false,
             ..case(
                 "keys: joined line",
                 "r, m, then \" -rf ~/docs\", Enter",
@@ -509,6 +512,7 @@ pub fn key_cases() -> Vec<GateCase> {
         GateCase {
             kinds: vec![Delete],
             allow: vec!["delete"],
+            portable: false,
             ..case(
                 "keys: joined line",
                 "rm typed across three steps",
@@ -523,6 +527,7 @@ pub fn key_cases() -> Vec<GateCase> {
         GateCase {
             kinds: vec![Delete],
             allow: vec!["delete"],
+            portable: false,
             ..case(
                 "keys: joined line",
                 "r, m, space, -, r, f, space, ~",
@@ -530,6 +535,19 @@ pub fn key_cases() -> Vec<GateCase> {
                     .iter()
                     .map(|k| key_step(k))
                     .chain([type_step("~/docs"), enter()])
+                    .collect(),
+            )
+        },
+        GateCase {
+            kinds: vec![Delete],
+            allow: vec!["delete"],
+            ..case(
+                "keys: joined line",
+                "s, h, r, e, d, then \" -u ~/notes.txt\", Enter",
+                ["s", "h", "r", "e", "d"]
+                    .iter()
+                    .map(|k| key_step(k))
+                    .chain([type_step(" -u ~/notes.txt"), enter()])
                     .collect(),
             )
         },
