@@ -6,8 +6,9 @@
 //! Shift+Insert, Ctrl+V) may hold a newline and run at once, so it needs `shell` itself.
 //!
 //! Every step is judged on what would run if the line were submitted right after it, so
-//! text a grant does not cover never reaches the terminal: the refusal falls on the step that
-//! types it, not on a later Enter. A line that is not complete yet (an open quote, `&&` at
+//! typed text a grant does not cover never reaches the terminal: the refusal falls on the
+//! step that types it, not on a later Enter. A taint is judged when the line is submitted
+//! (Enter), which is when the unseen text would run. A line that is not complete yet (an open quote, `&&` at
 //! the end, a here-document) waits for more; a line that is a syntax error runs nothing in a
 //! bash-family shell and is judged word by word (see `shell::fallback_scan`).
 //!
@@ -108,11 +109,13 @@ impl TypedLine {
                 Edit::Taint(what) => line.taint = line.taint.or(Some(what)),
             }
         }
-        // What the rest would run if submitted now (a taint alone waits for the submission:
-        // the line it stands for is not typed by this step).
+        // What the typed rest would run if submitted now. A taint waits for the submission:
+        // the unseen text is not this step's, nothing runs before Enter, and judging it here
+        // would refuse every Ctrl+S (a save in an editor, a search in a shell) followed by
+        // typing.
         if !line.buffer.is_empty() {
             let text = format!("{}\n", line.buffer);
-            add_judged(&text, line.taint, host, &mut needs);
+            add_judged(&text, None, host, &mut needs);
         }
         (line, needs)
     }
