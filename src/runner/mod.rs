@@ -57,6 +57,7 @@ pub mod replay;
 pub mod safety;
 pub mod trace;
 
+mod describe;
 mod desktop;
 mod execute;
 mod options;
@@ -71,12 +72,12 @@ use serde_json::{json, Value};
 
 pub use capture::{list_monitors, Capture, MonitorInfo, ScreenCapturer};
 pub use coords::{InputPoint, RelativePoint, ScreenGeometry};
+pub use describe::{action_type, describe_action};
 pub use desktop::{
     capture_elements, element_facts, Desktop, ElementClick, ElementResolver, ElementTarget,
     TargetResolver, XDesktop, XyResolver, CLICK_ACTIONS,
 };
 pub use elements::{ElementBudget, ElementFacts, ElementSource, ElementTable, ScreenElement};
-pub use execute::{action_type, describe_action};
 pub use input::{parse_key, parse_key_chord, ButtonAction, EnigoInput, InputDevice, KEY_NAMES};
 pub use options::{
     Budget, EndReason, NoopObserver, RunObserver, RunOptions, RunReport, SettleOptions,

@@ -132,7 +132,12 @@ fn every_destructive_class_is_refused_without_a_grant_and_runs_with_its_grant() 
             failures.push(format!("{tag}: ran under grants of other kinds {others:?}"));
         }
     }
-    eprintln!("gate cases refused without a grant, by class:");
+    let all = refused_cases();
+    eprintln!(
+        "gate cases refused without a grant: {} ({} replayable through the CLI), by class:",
+        all.len(),
+        all.iter().filter(|c| c.replayable()).count()
+    );
     for (class, n) in &counts {
         eprintln!("  {class:<22} {n}");
     }
@@ -148,7 +153,13 @@ fn every_destructive_class_is_refused_without_a_grant_and_runs_with_its_grant() 
 #[test]
 fn ordinary_work_is_never_refused() -> Result<()> {
     let (_dir, host) = home()?;
-    let failures: Vec<String> = harmless_cases()
+    let cases = harmless_cases();
+    eprintln!(
+        "ordinary work never refused: {} cases ({} replayable through the CLI)",
+        cases.len(),
+        cases.iter().filter(|c| c.replayable()).count()
+    );
+    let failures: Vec<String> = cases
         .iter()
         .filter_map(|case| {
             judge(case, &Grants::none(), &host)

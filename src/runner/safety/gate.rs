@@ -15,8 +15,8 @@ use super::host::{HostFacts, LocalHost};
 use super::presses::{click_needs, drag_needs, key_effect, seen_target, Focus};
 use super::refusal::{Need, Refusal};
 use super::typed::{Edit, TypedLine};
+use crate::runner::describe::describe_action;
 use crate::runner::elements::ElementFacts;
-use crate::runner::execute::describe_action;
 
 /// What a step is judged against besides the step itself.
 pub struct GateContext<'a> {

@@ -15,8 +15,8 @@
 //! - Anything else found on the `PATH`, or a shell builtin not listed, needs `shell`.
 
 use super::opts::has_option;
+use super::walker::{Arg, Cwd, Invocation, Walker};
 use super::{files, git, machine, network, text_tools, wrappers};
-use super::{Arg, Cwd, Invocation, Walker};
 use crate::runner::safety::grants::{GrantKind, Target};
 
 /// Commands that change nothing, whatever their arguments.
@@ -58,16 +58,6 @@ const SHELL_BUILTINS: &[&str] = &[
     "whence", "where", "rehash", "functions", "vared", "sched", "zcompile", "zparseopts", "compdef",
     "abbr", "funced", "funcsave", "function", "begin", "end", "status", "string", "math",
     "argparse", "contains",
-];
-
-/// Variables whose value changes what later commands run or how they are found.
-#[rustfmt::skip]
-const DANGEROUS_VARIABLES: &[&str] = &[
-    "PATH", "HOME", "CDPATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV",
-    "PROMPT_COMMAND", "PS0", "PS1", "PS2", "PS3", "PS4", "SHELLOPTS", "BASHOPTS", "IFS", "PAGER",
-    "MANPAGER", "SYSTEMD_PAGER", "GIT_PAGER", "EDITOR", "VISUAL", "GIT_EDITOR", "GIT_SSH_COMMAND",
-    "GIT_EXTERNAL_DIFF", "LESSOPEN", "LESSCLOSE", "PYTHONSTARTUP", "PYTHONPATH", "NODE_OPTIONS",
-    "PERL5OPT", "PERL5LIB", "RUBYOPT", "precmd_functions", "preexec_functions",
 ];
 
 /// Whether a command changes nothing (or only creates).
@@ -199,15 +189,6 @@ pub(super) fn judge(w: &mut Walker<'_>, inv: &Invocation) {
         w.need_shell(format!(
             "running `{}`, a command the gate does not know",
             inv.name
-        ));
-    }
-}
-
-/// An assignment to a variable that changes what later commands run needs `shell`.
-pub(super) fn judge_assignment(w: &mut Walker<'_>, name: &str) {
-    if DANGEROUS_VARIABLES.contains(&name) {
-        w.need_shell(format!(
-            "setting {name}, which changes what later commands run"
         ));
     }
 }

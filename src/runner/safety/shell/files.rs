@@ -4,7 +4,7 @@
 //! away).
 
 use super::opts::Opts;
-use super::{Arg, Invocation, Walker};
+use super::walker::{Arg, Invocation, Walker};
 use crate::runner::safety::grants::{GrantKind, Target};
 
 // ─── Deleting and writing ───────────────────────────────────────────────────

@@ -4,7 +4,7 @@
 //! `shell`.
 
 use super::opts::Opts;
-use super::{Arg, Invocation, Walker};
+use super::walker::{Arg, Invocation, Walker};
 use crate::runner::safety::grants::{GrantKind, Target};
 
 // ─── git ────────────────────────────────────────────────────────────────────

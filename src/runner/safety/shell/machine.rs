@@ -3,9 +3,9 @@
 //! subcommands allowed), the crontab, the clock and the host name, and the shell's own
 //! definitions (`alias`, `trap`, variables that change what later commands run: `shell`).
 
-use super::commands::judge_assignment;
 use super::opts::Opts;
-use super::{Arg, Invocation, Walker};
+use super::variables::judge_assignment;
+use super::walker::{Arg, Invocation, Walker};
 use crate::runner::safety::grants::{GrantKind, Target};
 
 pub(super) fn kill(w: &mut Walker<'_>, inv: &Invocation) {

@@ -1,7 +1,7 @@
 //! `curl` and `wget`: uploads need `send`; the files they save are writes.
 
 use super::opts::Opts;
-use super::{Arg, Invocation, Walker};
+use super::walker::{Arg, Invocation, Walker};
 use crate::runner::safety::grants::{GrantKind, Target};
 
 // ─── Network ────────────────────────────────────────────────────────────────

@@ -1,7 +1,7 @@
 //! A command's arguments split into options (with their values) and operands, the way
 //! getopt reads them.
 
-use super::Arg;
+use super::walker::Arg;
 
 /// A command's arguments split into options (with their values) and operands.
 pub(super) struct Opts {

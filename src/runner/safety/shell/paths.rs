@@ -4,7 +4,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use super::{Arg, Cwd, Walker};
+use super::walker::{Arg, Cwd, Walker};
 use crate::runner::safety::glob::has_glob;
 use crate::runner::safety::grants::{GrantKind, Target};
 use crate::runner::safety::host::{FileKind, HostFacts};

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
+use crate::runner::safety::grants::{GrantKind, Target};
 use crate::runner::safety::host::ShellAtPrompt;
 
 /// A machine with fixed answers.
@@ -308,6 +309,6 @@ fn incomplete_lines_wait_and_hostile_lines_do_not_crash() {
     assert!(kinds(&deep, &host).contains(&Shell));
     let long = format!("echo {}\n", "a".repeat(MAX_LINE_BYTES));
     assert!(kinds(&long, &host).contains(&Shell));
-    let nested = format!("{}rm -rf ~{}", "sh -c \"".repeat(1), "\"".repeat(1));
-    assert!(kinds(&nested, &host).contains(&Delete));
+    let nested = "sh -c \"bash -c 'env rm -rf ~'\"";
+    assert!(kinds(nested, &host).contains(&Delete));
 }

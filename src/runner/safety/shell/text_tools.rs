@@ -2,7 +2,7 @@
 //! `print > "file"` are found.
 
 use super::opts::Opts;
-use super::{Arg, Invocation, Walker};
+use super::walker::{Arg, Invocation, Walker};
 
 // ─── sed and awk ────────────────────────────────────────────────────────────
 

@@ -5,7 +5,7 @@
 use brush_parser::word::{self, TildeExpr, WordPiece, WordPieceWithSource};
 use brush_parser::ParserOptions;
 
-use super::{Arg, Walker};
+use super::walker::{Arg, Walker};
 use crate::runner::safety::glob::has_glob;
 
 impl Walker<'_> {

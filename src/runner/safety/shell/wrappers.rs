@@ -5,7 +5,7 @@
 //! gate does not read (`python -c`, `perl -e`, `node -e`: `shell`).
 
 use super::opts::Opts;
-use super::{Arg, Cwd, Invocation, Stdin, Walker};
+use super::walker::{Arg, Cwd, Invocation, Stdin, Walker};
 use crate::runner::safety::grants::{GrantKind, Target};
 
 type Rule = fn(&mut Walker<'_>, &Invocation);
@@ -174,7 +174,7 @@ fn sudo(w: &mut Walker<'_>, inv: &Invocation) {
     while let Some((first, tail)) = rest.split_first() {
         match first.fixed().and_then(|s| s.split_once('=')) {
             Some((name, _)) if !name.is_empty() && !name.contains('/') => {
-                super::commands::judge_assignment(w, name);
+                super::variables::judge_assignment(w, name);
                 rest = tail;
             }
             _ => break,
@@ -218,7 +218,7 @@ fn env(w: &mut Walker<'_>, inv: &Invocation) {
     while let Some((first, tail)) = rest.split_first() {
         match first.text().split_once('=') {
             Some((name, _)) if !name.is_empty() && !name.starts_with('-') => {
-                super::commands::judge_assignment(w, name);
+                super::variables::judge_assignment(w, name);
                 rest = tail;
             }
             _ => break,
