@@ -8,10 +8,12 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use sightline::planner::grader::{fit_head, FitOptions, GraderExample};
+use sightline::moves::GraderExample;
+use sightline::planner::grader::{fit_head, FitOptions};
 use sightline::planner::{LocalPlanner, Turn};
 
-use super::plan::{planner_options, ModelArgs};
+use sightline::exit_code;
+use sightline::settings::ModelArgs;
 
 /// Arguments of `sightline grader`.
 #[derive(Debug, Clone, clap::Args)]
@@ -46,16 +48,18 @@ pub struct FitArgs {
     pub held_out: f32,
 }
 
-/// Runs `sightline grader …`; returns the exit code.
-pub fn grader(args: &GraderArgs) -> i32 {
-    let GraderCommand::Fit(fit) = &args.command;
-    match fit_inner(fit) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("error: {}", crate::cli::error_line(&e));
-            2
-        }
+impl GraderArgs {
+    /// The model flags of the subcommand.
+    pub fn model(&self) -> &ModelArgs {
+        let GraderCommand::Fit(fit) = &self.command;
+        &fit.model
     }
+}
+
+/// Runs `sightline grader …`; returns the exit code.
+pub fn grader(args: &GraderArgs) -> Result<i32> {
+    let GraderCommand::Fit(fit) = &args.command;
+    fit_inner(fit).map(|()| exit_code::SUCCESS)
 }
 
 fn read_examples(path: &Path) -> Result<Vec<GraderExample>> {
@@ -89,7 +93,7 @@ fn fit_inner(args: &FitArgs) -> Result<()> {
             examples.len()
         );
     }
-    let planner = LocalPlanner::load(&planner_options(&args.model, None)?)?;
+    let planner = LocalPlanner::load(&args.model.resolve_planner_options()?)?;
     let memory = serde_json::Value::Null;
     let mut features = Vec::with_capacity(examples.len());
     for example in &examples {

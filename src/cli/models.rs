@@ -7,17 +7,6 @@ use sightline::hub::{self, Hub, ModelFiles, ModelManifest, ModelSpec, ResolvedMo
 use sightline::model::qwen3_vl::WeightSource;
 use sightline::model::weights::{LoadOptions, ModelSource};
 
-/// Exit codes of `sightline models`.
-pub mod exit_code {
-    /// Done.
-    pub const SUCCESS: i32 = 0;
-    /// A download or resolution failed (offline with nothing cached, network error, missing
-    /// file, a mirror's unsafe answer): a setup error, the same code every command uses.
-    pub const FAILED: i32 = 2;
-    /// An unknown model id or malformed argument (clap's usage-error code).
-    pub const USAGE: i32 = 2;
-}
-
 /// Arguments of `sightline models`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ModelsArgs {
@@ -48,11 +37,11 @@ pub enum ModelsCommand {
     },
 }
 
-/// Runs `sightline models` on stdout (errors on stderr) and returns the exit code.
-pub fn models(args: &ModelsArgs) -> i32 {
+/// Runs `sightline models` on stdout and returns the exit code; errors go to `main`.
+pub fn models(args: &ModelsArgs) -> anyhow::Result<i32> {
     let mut stdout = std::io::stdout();
-    let result = dispatch(args, &Hub::from_env(), &mut stdout);
-    exit_for(result, &mut std::io::stderr())
+    dispatch(args, &Hub::from_env(), &mut stdout)?;
+    Ok(sightline::exit_code::SUCCESS)
 }
 
 fn dispatch(args: &ModelsArgs, hub: &Hub, out: &mut dyn Write) -> sightline::Result<()> {
@@ -60,21 +49,6 @@ fn dispatch(args: &ModelsArgs, hub: &Hub, out: &mut dyn Write) -> sightline::Res
         ModelsCommand::List => list(hub, out),
         ModelsCommand::Pull { id } => pull(hub, id, out),
         ModelsCommand::Info { id } => info(hub, id, out),
-    }
-}
-
-fn exit_for(result: sightline::Result<()>, errors: &mut dyn Write) -> i32 {
-    match result {
-        Ok(()) => exit_code::SUCCESS,
-        Err(e) => {
-            let _ = writeln!(errors, "error: {e}");
-            match e {
-                sightline::Error::Hub { ref reason, .. } if reason.starts_with("unknown") => {
-                    exit_code::USAGE
-                }
-                _ => exit_code::FAILED,
-            }
-        }
     }
 }
 

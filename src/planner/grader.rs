@@ -12,18 +12,18 @@
 //! - **Trained** ([`GraderHead::load`]): a linear head on the last hidden state, a
 //!   safetensors file with `weight` `(5, hidden)` and `bias` `(5,)` (f32, f16 or bf16), rows
 //!   `verdict, retry_last_action, different_action, different_target, give_up`, fitted by
-//!   [`fit_head`] (`sightline grader fit`) on labelled [`GraderExample`]s.
+//!   [`fit_head`] (`sightline grader fit`) on labelled
+//!   [`GraderExample`](crate::moves::GraderExample)s.
 //!
 //! `verified = p(done) >= threshold` either way.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use candle_core::{DType, Device, Tensor};
-use cel_contracts::{DoneVerdict, NextActionHint, PlanningView};
+use cel_contracts::{DoneVerdict, NextActionHint};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
-use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::planner::prompt::PromptRenderer;
@@ -293,31 +293,6 @@ fn shape_error(name: &str, t: &Tensor) -> Error {
             t.dims()
         ),
     }
-}
-
-/// One labelled (or, as `run --trace` writes it, to-be-labelled) done claim: a line of
-/// the JSONL file `grader fit` reads.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct GraderExample {
-    /// The screenshot the claim was judged on (PNG or JPEG), relative to the JSONL file.
-    pub screenshot: PathBuf,
-    /// The view at the time; absent: an empty desktop view.
-    #[serde(default)]
-    pub view: Option<PlanningView>,
-    /// The user's goal.
-    pub goal: String,
-    /// What the agent claimed.
-    pub summary: String,
-    /// The label: was the goal really done? `null` until a person labels it.
-    #[serde(default)]
-    pub verified: Option<bool>,
-    /// The label's hint when not done (`retry_last_action`, `different_action`,
-    /// `different_target`, `give_up`).
-    #[serde(default)]
-    pub hint: Option<NextActionHint>,
-    /// What the grader said at run time (written by `run --trace`; ignored by `fit`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub grader_verified: Option<bool>,
 }
 
 /// Settings of [`fit_head`].

@@ -32,6 +32,7 @@ use candle_core::Tensor;
 use cel_contracts::{AttemptRecord, DoneVerdict, NextMove, PlanProducer, PlanningView};
 use tokenizers::Tokenizer;
 
+use crate::chat::{self, Role};
 use crate::decode::{
     decode_move, move_thought, DecodeOptions, Grammar, GrammarEngine, GrammarOptions, MoveSpec,
     Sampling, TokenEnv,
@@ -148,7 +149,56 @@ pub struct TurnStats {
     pub thought: Option<String>,
 }
 
+/// A turn's stage times and counts as data, for traces and `sightline eval` (which reads them
+/// from the trace, never from log lines). Times in milliseconds.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StageTimes {
+    /// Screenshot decode and preprocessing.
+    pub preprocess_ms: f64,
+    /// Vision tower.
+    pub vision_ms: f64,
+    /// Prompt prefill.
+    pub prefill_ms: f64,
+    /// Decode steps in the model.
+    pub decode_ms: f64,
+    /// Grammar compile, masks and commits.
+    pub grammar_ms: f64,
+    /// The whole call.
+    pub total_ms: f64,
+    /// Prompt tokens fed.
+    pub prefill_new: usize,
+    /// Prompt tokens whose KV was reused.
+    pub prefill_reused: usize,
+    /// Tokens generated.
+    pub generated: usize,
+    /// Generated tokens the grammar forced.
+    pub forced: usize,
+    /// Model forward passes.
+    pub forward_passes: usize,
+    /// Whether the vision tower ran.
+    pub image_encoded: bool,
+}
+
 impl TurnStats {
+    /// The stage times and counts as data.
+    pub fn stage_times(&self) -> StageTimes {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        StageTimes {
+            preprocess_ms: ms(self.preprocess),
+            vision_ms: ms(self.vision),
+            prefill_ms: ms(self.prefill),
+            decode_ms: ms(self.decode),
+            grammar_ms: ms(self.grammar),
+            total_ms: ms(self.total),
+            prefill_new: self.prefill_new,
+            prefill_reused: self.prefill_reused,
+            generated: self.generated,
+            forced: self.forced,
+            forward_passes: self.forward_passes,
+            image_encoded: self.image_encoded,
+        }
+    }
+
     /// Share of generated tokens that were forced.
     pub fn forced_share(&self) -> f64 {
         if self.generated == 0 {
@@ -159,7 +209,10 @@ impl TurnStats {
     }
 }
 
-/// The offline planner: a local Qwen3-VL model behind [`PlanProducer`].
+/// The offline planner: a local Qwen3-VL model behind [`PlanProducer`]. A clone is another
+/// handle on the same loaded model (calls are still served one at a time), e.g. to read
+/// [`last_stats`](Self::last_stats) while a runner holds the planner.
+#[derive(Clone)]
 pub struct LocalPlanner {
     engine: Arc<Mutex<Engine>>,
     report: LoadReport,
@@ -323,21 +376,7 @@ fn run_verify(
 }
 
 fn log_turn(kind: &str, s: &TurnStats) {
-    tracing::info!(
-        turn = kind,
-        prefill_reused = s.prefill_reused,
-        prefill_new = s.prefill_new,
-        generated = s.generated,
-        forced_share = s.forced_share(),
-        forward_passes = s.forward_passes,
-        preprocess_ms = s.preprocess.as_secs_f64() * 1e3,
-        vision_ms = s.vision.as_secs_f64() * 1e3,
-        prefill_ms = s.prefill.as_secs_f64() * 1e3,
-        decode_ms = s.decode.as_secs_f64() * 1e3,
-        grammar_ms = s.grammar.as_secs_f64() * 1e3,
-        total_ms = s.total.as_secs_f64() * 1e3,
-        "turn"
-    );
+    tracing::info!(turn = kind, stages = ?s.stage_times(), "turn");
 }
 
 /// The inputs of one turn, as `PlanProducer` passes them.
@@ -598,10 +637,14 @@ impl Engine {
 
 /// The turn as text, for `--show-prompt`: the image pads shown as one placeholder.
 fn prompt_text(system: &str, image_tokens: Option<usize>, view: &str, task: &str) -> String {
-    let image = image_tokens.map_or(String::new(), |n| {
-        format!("<|vision_start|><image × {n}><|vision_end|>")
-    });
-    format!("<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{image}{view}{task}")
+    let image = image_tokens
+        .map(chat::image_placeholder)
+        .unwrap_or_default();
+    format!(
+        "{}{}{image}{view}{task}",
+        chat::turn(Role::System, system),
+        chat::open(Role::User)
+    )
 }
 
 #[async_trait]

@@ -12,4 +12,6 @@ pub mod history;
 mod local;
 pub mod prompt;
 
-pub use local::{DeviceChoice, LoadReport, LocalPlanner, PlannerOptions, Turn, TurnStats};
+pub use local::{
+    DeviceChoice, LoadReport, LocalPlanner, PlannerOptions, StageTimes, Turn, TurnStats,
+};

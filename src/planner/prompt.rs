@@ -18,8 +18,9 @@ use std::fmt::Write;
 use cel_contracts::{AttemptRecord, PlanningElement, PlanningView};
 use tokenizers::Tokenizer;
 
-use crate::decode::selected_elements;
+use crate::chat::{self, Role};
 use crate::error::{Error, Result};
+use crate::moves::{selected_elements, MAX_ID_CHARS};
 use crate::planner::history;
 use crate::tokenizer::SpecialTokens;
 
@@ -50,7 +51,7 @@ Keep batches short: end a batch at any step whose result you need to see before 
 Never repeat a step that failed the same way. Never claim done before the screen shows it.
 ";
 
-pub use crate::decode::MAX_ELEMENTS;
+pub use crate::moves::MAX_ELEMENTS;
 /// Longest label, value or description rendered, in characters.
 pub const MAX_FIELD_CHARS: usize = 120;
 /// Longest rendering of the shared memory, in characters.
@@ -180,14 +181,14 @@ fn truncation_notes(
         let long_ids = view
             .elements
             .iter()
-            .filter(|e| e.id.chars().nth(crate::decode::MAX_ID_CHARS).is_some())
+            .filter(|e| e.id.chars().nth(MAX_ID_CHARS).is_some())
             .count();
         notes.push(format!(
             "elements: {} of {total} shown ({} selectable under the view's cap of {}, {long_ids} with ids over {} characters)",
             shown.elements.len(),
             selectable,
             (view.budget.max_elements as usize).min(MAX_ELEMENTS),
-            crate::decode::MAX_ID_CHARS
+            MAX_ID_CHARS
         ));
     }
     let records = turn.history.len();
@@ -235,17 +236,15 @@ impl PromptRenderer {
 
     /// Run 1: the system turn.
     pub fn system(&self) -> Result<Vec<u32>> {
-        self.encode(&format!("<|im_start|>system\n{SYSTEM_PROMPT}<|im_end|>\n"))
+        self.encode(&chat::turn(Role::System, SYSTEM_PROMPT))
     }
 
     /// Run 2: the user turn's opening, `image_tokens` image pads (none for a text-only
     /// turn) and the view.
     pub fn screen(&self, view: &PlanningView, image_tokens: Option<usize>) -> Result<Vec<u32>> {
-        let mut ids = self.encode("<|im_start|>user\n")?;
+        let mut ids = self.encode(&chat::open(Role::User))?;
         if let Some(n) = image_tokens {
-            ids.push(self.special.vision_start);
-            ids.extend(std::iter::repeat_n(self.special.image_pad, n));
-            ids.push(self.special.vision_end);
+            ids.extend(chat::image_ids(&self.special, n));
         }
         ids.extend(self.encode(&render_view(view, image_tokens.is_some()))?);
         Ok(ids)
@@ -271,7 +270,6 @@ impl PromptRenderer {
     /// trimmed view (the grammar is built from [`FittedTurn::view`]). Cost: a few renders
     /// and tokenizations of a text bounded by the caps, whatever the input's size.
     ///
-    /// [`MAX_ID_CHARS`]: crate::decode::MAX_ID_CHARS
     pub fn fit(
         &self,
         turn: &TaskInput<'_>,
@@ -356,11 +354,9 @@ impl PromptRenderer {
 
     /// Run 2's tokens for an already rendered view text (from [`render_view`]).
     pub fn screen_ids(&self, view_text: &str, image_tokens: Option<usize>) -> Result<Vec<u32>> {
-        let mut ids = self.encode("<|im_start|>user\n")?;
+        let mut ids = self.encode(&chat::open(Role::User))?;
         if let Some(n) = image_tokens {
-            ids.push(self.special.vision_start);
-            ids.extend(std::iter::repeat_n(self.special.image_pad, n));
-            ids.push(self.special.vision_end);
+            ids.extend(chat::image_ids(&self.special, n));
         }
         ids.extend(self.encode(view_text)?);
         Ok(ids)
@@ -368,14 +364,12 @@ impl PromptRenderer {
 
     /// The grader's system run.
     pub fn grader_system(&self) -> Result<Vec<u32>> {
-        self.encode(&format!(
-            "<|im_start|>system\n{GRADER_SYSTEM_PROMPT}<|im_end|>\n"
-        ))
+        self.encode(&chat::turn(Role::System, GRADER_SYSTEM_PROMPT))
     }
 
     /// The hint follow-up's tokens ([`render_hint_question`]).
     pub fn hint_question(&self) -> Result<Vec<u32>> {
-        self.encode(render_hint_question())
+        self.encode(&render_hint_question())
     }
 
     /// The ids of `words` that encode to exactly one token (the others are left out).
@@ -665,7 +659,7 @@ pub fn render_task_with(
         "Allowed actions: {}.",
         input.allowed_actions.join(", ")
     );
-    out.push_str("<|im_end|>\n<|im_start|>assistant\n");
+    out.push_str(&chat::answer());
     out
 }
 
@@ -680,19 +674,24 @@ what the screen shows. Answer with one word: Yes or No.
 pub fn render_grader_question(goal: &str, summary: &str) -> String {
     format!(
         "Goal: {}\nThe agent claims: {}\nDoes the screen show the goal achieved? Answer Yes or \
-No.<|im_end|>\n<|im_start|>assistant\n",
+No.{}",
         clip_to(goal.trim(), MAX_GOAL_CHARS),
-        clip_to(summary.trim(), MAX_MEMORY_CHARS)
+        clip_to(summary.trim(), MAX_MEMORY_CHARS),
+        chat::answer()
     )
 }
 
 /// The follow-up after a rejection, asking for one hint word (the answer is read from
 /// the four hint words' logits only: a constrained one-word answer).
-pub fn render_hint_question() -> &'static str {
-    "No<|im_end|>\n<|im_start|>user\nWhat should the agent do next? Answer with one word: Retry \
-(the last action did not take effect), Switch (a different kind of action is needed), Target \
-(a different element is needed) or Stop (the goal cannot be reached).<|im_end|>\n\
-<|im_start|>assistant\n"
+pub fn render_hint_question() -> String {
+    format!(
+        "No{}{}What should the agent do next? Answer with one word: Retry (the last action did \
+not take effect), Switch (a different kind of action is needed), Target (a different element is \
+needed) or Stop (the goal cannot be reached).{}",
+        chat::END,
+        chat::open(Role::User),
+        chat::answer()
+    )
 }
 
 fn quoted(text: &str) -> String {

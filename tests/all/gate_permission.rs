@@ -307,12 +307,15 @@ fn run(
             ..RunLimits::default()
         },
         settle: SettleOptions {
-            min_ms: 0,
-            max_ms: 10,
             poll_ms: 5,
+            quiet_ms: 5,
+            react_ms: 10,
+            max_ms: 20,
         },
         step_pause_ms: 0,
         use_elements: false,
+        // A refused batch ends the run here; otherwise the planner reads it next turn.
+        max_failures: 1,
         ..options
     };
     let mut runner = Runner::new(Box::new(screen.clone()), options);

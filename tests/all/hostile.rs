@@ -1307,7 +1307,15 @@ fn hostile_inputs_fail_cleanly_refuse_or_act_as_documented() -> Result<()> {
                 )
                 .as_bytes(),
             )?;
-            let base = ["run", "--dry-run", "--replay", &s(&p)];
+            // One refused batch ends the run (else the replay's next move, done, would).
+            let base = [
+                "run",
+                "--dry-run",
+                "--max-failures",
+                "1",
+                "--replay",
+                &s(&p),
+            ];
             let env = vec![("DISPLAY".to_string(), OsString::from(&x.1))];
             if case.kinds.is_empty() {
                 cli.push(CliCase {
@@ -1351,7 +1359,7 @@ fn hostile_inputs_fail_cleanly_refuse_or_act_as_documented() -> Result<()> {
                 &format!("gate-unknown-{}.jsonl", allow.unwrap_or("none")),
                 format!("{line}\n{{\"kind\":\"done\",\"summary\":\"ok\"}}\n").as_bytes(),
             )?;
-            let mut args = vec!["run", "--dry-run", "--replay"];
+            let mut args = vec!["run", "--dry-run", "--max-failures", "1", "--replay"];
             let path = s(&p);
             args.push(&path);
             if let Some(a) = allow {

@@ -61,3 +61,4 @@ mod planner_prompt;
 mod runner_cli;
 #[cfg(feature = "desktop")]
 mod runner_fake_screen;
+mod settings_cli;

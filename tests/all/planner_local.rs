@@ -320,7 +320,7 @@ fn soak_a_thousand_turns_keeps_memory_and_cache_flat() -> Result<()> {
     .with_sampling(1.0, 0.95, 11);
     options.device = DeviceChoice::Cpu;
     options.max_visual_tokens = Some(48);
-    options.grammar.limits = sightline::decode::GrammarLimits {
+    options.grammar.limits = sightline::moves::MoveLimits {
         sentence_tokens: 8,
         text_tokens: 8,
         data_string_tokens: 4,

@@ -114,8 +114,8 @@ fn user_text_cannot_close_the_turn() -> Result<()> {
 fn odd_ids_are_rendered_exactly_as_json_strings() -> Result<()> {
     // Ids are never clipped: one up to `MAX_ID_CHARS` is shown whole, a longer one not at
     // all (the grammar does not accept it either).
-    let long_id = "é".repeat(sightline::decode::MAX_ID_CHARS);
-    let too_long = "é".repeat(sightline::decode::MAX_ID_CHARS + 1);
+    let long_id = "é".repeat(sightline::moves::MAX_ID_CHARS);
+    let too_long = "é".repeat(sightline::moves::MAX_ID_CHARS + 1);
     let v = view(vec![
         element("a\"b\\c", "quote"),
         element("日本", "unicode"),

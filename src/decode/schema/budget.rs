@@ -1,12 +1,9 @@
 //! Token bounds: each string's bound, which the decoder enforces, and the most tokens any
 //! move of a grammar can take, which is the decoder's budget for it.
 
-use super::action::ActionKind;
-use super::lexemes::{
-    json_string, COORDINATE_MAX, EXPECT_AFTER_OPEN, MAX_EXPECT_MS, NUMBER_MAX_BYTES,
-};
+use super::lexemes::{json_string, EXPECT_AFTER_OPEN, NUMBER_MAX_BYTES};
 use super::MoveSpec;
-use crate::keys::KEY_NAMES;
+use crate::moves::{ActionKind, COORDINATE_MAX, KEY_NAMES, MAX_EXPECT_MS};
 
 /// Token bounds on JSON string values, enforced by the decoder: once a string has
 /// taken its bound, the next token must close it (as soon as the grammar allows:

@@ -3,10 +3,9 @@
 use cel_contracts::StepKind;
 use serde_json::{json, Map, Value};
 
-use super::action::ActionKind;
-use super::lexemes::{coordinate_regex, step_kind_tag, COORDINATE_MAX, MAX_EXPECT_MS};
+use super::lexemes::step_kind_tag;
 use super::MoveSpec;
-use crate::keys::KEY_NAMES;
+use crate::moves::{coordinate_regex, ActionKind, COORDINATE_MAX, KEY_NAMES, MAX_EXPECT_MS};
 
 impl MoveSpec {
     /// The grammar as a JSON schema (llguidance dialect: `x-guidance` makes the JSON

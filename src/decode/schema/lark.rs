@@ -3,13 +3,10 @@
 
 use cel_contracts::StepKind;
 
-use super::action::ActionKind;
-use super::lexemes::{
-    coordinate_regex, int_regex, json_string, step_kind_tag, COORDINATE_MAX, EXPECT_AFTER_OPEN,
-    MAX_EXPECT_MS, NUMBER, STRING_BODY,
-};
+use super::lexemes::{json_string, step_kind_tag, EXPECT_AFTER_OPEN, NUMBER, STRING_BODY};
 use super::MoveSpec;
-use crate::keys::KEY_NAMES;
+use crate::moves::target::int_regex;
+use crate::moves::{coordinate_regex, ActionKind, COORDINATE_MAX, KEY_NAMES, MAX_EXPECT_MS};
 
 impl MoveSpec {
     /// The grammar in llguidance's Lark dialect, strings bounded by tokens.

@@ -38,6 +38,16 @@ const ROOT_PATH: &str = "/org/a11y/atspi/accessible/root";
 /// Characters of an editable text read for its value (more are clipped anyway).
 const MAX_TEXT_READ: i32 = 200;
 
+/// One application's top-level window, as the registry lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct TopLevel {
+    app: String,
+    dest: String,
+    path: String,
+    showing: bool,
+    active: bool,
+}
+
 /// Reads elements over AT-SPI2.
 #[derive(Debug)]
 pub struct AtspiSource {
@@ -93,13 +103,11 @@ impl AtspiSource {
             .build()
     }
 
-    /// The top-level windows to walk: every showing window of the applications that own an
-    /// active window (the focused application, with its menus and dialogs, which are windows
-    /// of their own), else every showing window.
-    fn windows(&self) -> zbus::Result<Vec<(String, String)>> {
+    /// Every application's top-level windows, as (application, destination, path, showing,
+    /// active), applications in the registry's order.
+    fn top_level(&self) -> zbus::Result<Vec<TopLevel>> {
         let root = self.accessible(REGISTRY, ROOT_PATH)?;
-        let mut focused = Vec::new();
-        let mut showing = Vec::new();
+        let mut out = Vec::new();
         for app in root.get_children()? {
             let Some(app_name) = app.name_as_str().map(str::to_string) else {
                 continue;
@@ -112,26 +120,40 @@ impl AtspiSource {
             let Ok(windows) = app_proxy.get_children() else {
                 continue;
             };
-            let mut app_windows = Vec::new();
-            let mut app_active = false;
             for w in windows {
                 let path = w.path_as_str().to_string();
                 let dest = w.name_as_str().unwrap_or(&app_name).to_string();
                 let Ok(states) = self.accessible(&dest, &path).and_then(|p| p.get_state()) else {
                     continue;
                 };
-                app_active |= states.contains(State::Active);
-                if states.contains(State::Showing) {
-                    app_windows.push((dest, path));
-                }
-            }
-            if app_active {
-                focused.extend(app_windows);
-            } else {
-                showing.extend(app_windows);
+                out.push(TopLevel {
+                    app: app_name.clone(),
+                    dest,
+                    path,
+                    showing: states.contains(State::Showing),
+                    active: states.contains(State::Active),
+                });
             }
         }
-        Ok(if focused.is_empty() { showing } else { focused })
+        Ok(out)
+    }
+
+    /// The top-level windows to walk: every showing window of the applications that own an
+    /// active window (the focused application, with its menus and dialogs, which are windows
+    /// of their own), else every showing window.
+    fn windows(&self) -> zbus::Result<Vec<(String, String)>> {
+        let all = self.top_level()?;
+        let active_apps: std::collections::HashSet<&str> = all
+            .iter()
+            .filter(|w| w.active)
+            .map(|w| w.app.as_str())
+            .collect();
+        Ok(all
+            .iter()
+            .filter(|w| w.showing)
+            .filter(|w| active_apps.is_empty() || active_apps.contains(w.app.as_str()))
+            .map(|w| (w.dest.clone(), w.path.clone()))
+            .collect())
     }
 
     /// Reads one element's details (name, value, bounds, actions); `None` when it has no
@@ -258,6 +280,17 @@ impl Walk<'_> {
 impl ElementSource for AtspiSource {
     fn name(&self) -> &'static str {
         "atspi"
+    }
+
+    fn windows_signature(&mut self) -> Option<u64> {
+        use std::hash::{Hash, Hasher};
+        let windows = self.top_level().ok()?;
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        windows
+            .iter()
+            .filter(|w| w.showing)
+            .for_each(|w| w.hash(&mut hasher));
+        Some(hasher.finish())
     }
 
     fn capture(

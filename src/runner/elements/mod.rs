@@ -383,6 +383,13 @@ pub trait ElementSource: Send {
 
     /// Performs the accessible action named `action` on `element`.
     fn invoke(&mut self, element: &ScreenElement, action: &str) -> Result<()>;
+
+    /// A fingerprint of the top-level windows (which are showing, which is active), for the
+    /// runner to see a window open, close or take focus while it waits; `None` where the
+    /// source cannot tell. Costs a few calls per application.
+    fn windows_signature(&mut self) -> Option<u64> {
+        None
+    }
 }
 
 /// Maps a rectangle in input coordinates to screenshot pixels.

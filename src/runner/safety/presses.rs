@@ -12,7 +12,7 @@ use super::grants::{GrantKind, Target};
 use super::labels::{self, Use};
 use super::refusal::Need;
 use super::typed::Edit;
-use crate::runner::coords::parse_xy_target;
+use crate::moves::parse_point;
 use crate::runner::elements::ElementFacts;
 use crate::runner::input::{parse_key_chord, parse_key_combo};
 use crate::text_norm::{normalize, words};
@@ -99,7 +99,7 @@ pub(super) fn seen_target(
             .map(|f| f.role)
             .or_else(|| element.map(|e| e.element_type.clone())),
         names,
-        is_point: matches!(parse_xy_target(target_id), Ok(Some(_))),
+        is_point: parse_point(target_id).is_some(),
     }
 }
 
