@@ -312,3 +312,28 @@ fn incomplete_lines_wait_and_hostile_lines_do_not_crash() {
     let nested = "sh -c \"bash -c 'env rm -rf ~'\"";
     assert!(kinds(nested, &host).contains(&Delete));
 }
+
+#[test]
+fn random_lines_from_the_shell_alphabet_never_panic() {
+    use rand::{Rng, SeedableRng};
+    // Fragments that stress the grammar: quotes, substitutions, redirects, here-documents,
+    // wrappers, globs, braces, history marks, non-ASCII.
+    const PIECES: &[&str] = &[
+        "rm", " -rf", " ~", " /", "sudo", " -u", " root", "env", " X=1", "sh", " -c", " '",
+        "\"", "$(", ")", "`", "${", "}", "$X", " >", " >>", " <", "<<EOF\n", "\nEOF\n", " |",
+        " &&", " ||", ";", " &", "(", "{", " }", "*", "?", "[a]", "{a,b}", "!", "!!", "\\",
+        "\n", " find", " -exec", " {}", " +", " xargs", " git", " push", " -f", " cp", " a",
+        " b", " dd", " of=x", " sed", " -i", " s/a/b/w f", " awk", " '{print > \"f\"}'",
+        " ssh", " h", " xterm", " -e", " eval", " ü", " 删除", "\t", "=", " tee", " 2>&1",
+    ];
+    let host = FakeHost::new();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(28);
+    for _ in 0..3_000 {
+        let n = rng.random_range(1..24);
+        let line: String = (0..n)
+            .map(|_| PIECES[rng.random_range(0..PIECES.len())])
+            .collect();
+        // Every outcome is allowed; a panic or a hang is not.
+        let _ = judge_line(&format!("{line}\n"), &host);
+    }
+}
