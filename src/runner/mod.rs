@@ -282,6 +282,7 @@ impl Runner {
                     limits: limits.clone(),
                     dry_run: self.options.dry_run,
                     confirm: self.options.confirm,
+                    allowed: self.options.grants.iter().map(|g| g.to_string()).collect(),
                     started_unix_ms: std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)
                         .map(|d| d.as_millis() as u64)

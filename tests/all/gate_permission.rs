@@ -470,3 +470,24 @@ fn an_approval_runs_one_step_and_a_typed_line_is_asked_about_once() -> Result<()
     ensure!(typed.is_empty(), "{typed}");
     Ok(())
 }
+
+#[test]
+fn a_trace_records_what_the_user_allowed() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let trace = dir.path().join("trace");
+    let (batch, _) = destructive_batches().remove(1);
+    let options = RunOptions {
+        grants: Grants::parse(["close", "delete:/srv/tmp/**"])?,
+        trace_dir: Some(trace.clone()),
+        ..RunOptions::default()
+    };
+    let (report, _) = run("tidy up", &[batch, done()], options, None)?;
+    ensure!(report.end == EndReason::Succeeded, "{:?}", report.outcome);
+    let meta = sightline::runner::trace::read_meta(&trace)?;
+    ensure!(
+        meta.allowed == ["close", "delete:/srv/tmp/**"],
+        "{:?}",
+        meta.allowed
+    );
+    Ok(())
+}
