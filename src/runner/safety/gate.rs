@@ -220,7 +220,7 @@ impl Judge<'_, '_> {
             Err(why) => self.unjudgeable = Some(why),
         }
         let target = seen_target(target_id, ctx.view, ctx.seen);
-        self.focus = Focus::of_role(target.role.as_deref());
+        self.focus = Focus::of_element(target.role.as_deref(), &target.names, ctx.view);
     }
 
     fn action(&mut self, action: &PlannedAction) {

@@ -56,9 +56,15 @@ pub enum Focus {
 }
 
 impl Focus {
-    /// The focus after clicking (or typing into) an element of this role; an unknown element
-    /// (a point nothing describes, a window without accessibility) may be a terminal.
-    pub(super) fn of_role(role: Option<&str>) -> Focus {
+    /// The focus after clicking (or typing into) an element of this role and name in `view`'s
+    /// application. An unknown element (a point nothing describes, a window without
+    /// accessibility) may be a terminal; so may any element of a terminal emulator or an IDE
+    /// (whose terminal panel may report itself as a text field), and an element whose name
+    /// says it is one ("Terminal 1", "bash").
+    pub(super) fn of_element(role: Option<&str>, names: &[String], view: &PlanningView) -> Focus {
+        if is_terminal_app(&view.screen.active_app) || names.iter().any(|n| names_a_terminal(n)) {
+            return Focus::MaybeTerminal;
+        }
         match role {
             Some(r) if r == TERMINAL_ROLE => Focus::MaybeTerminal,
             Some(r) => Focus::NotTerminal {
@@ -68,11 +74,76 @@ impl Focus {
         }
     }
 
-    /// The focus a view shows: its focused element's role, else unknown.
+    /// The focus a view shows: its focused element, else unknown.
     pub(super) fn of_view(view: &PlanningView) -> Focus {
-        let focused = view.elements.iter().find(|e| e.state.focused);
-        Focus::of_role(focused.map(|e| e.element_type.as_str()))
+        match view.elements.iter().find(|e| e.state.focused) {
+            Some(e) => Focus::of_element(
+                Some(&e.element_type),
+                &e.label.iter().cloned().collect::<Vec<_>>(),
+                view,
+            ),
+            None => Focus::MaybeTerminal,
+        }
     }
+}
+
+/// Words in an element's name that say it is a terminal or a shell.
+const TERMINAL_NAME_WORDS: &[&str] = &[
+    "terminal",
+    "console",
+    "shell",
+    "xterm",
+    "konsole",
+    "bash",
+    "zsh",
+    "fish",
+    "powershell",
+    "pwsh",
+    "tty",
+    "cmd",
+];
+
+fn names_a_terminal(name: &str) -> bool {
+    let normalized = normalize(name);
+    words(&normalized)
+        .iter()
+        .any(|w| TERMINAL_NAME_WORDS.contains(w))
+}
+
+/// Parts of the application name (the window class) of terminal emulators and of editors
+/// with a terminal panel: typing there may reach a shell whatever element the tree reports.
+const TERMINAL_APPS: &[&str] = &[
+    "term",
+    "rxvt",
+    "konsole",
+    "kitty",
+    "alacritty",
+    "wezterm",
+    "foot",
+    "tilix",
+    "terminator",
+    "guake",
+    "yakuake",
+    "tilda",
+    "st-256color",
+    "code",
+    "codium",
+    "cursor",
+    "jetbrains",
+    "idea",
+    "pycharm",
+    "clion",
+    "goland",
+    "webstorm",
+    "rider",
+    "emacs",
+    "console",
+    "shell",
+];
+
+fn is_terminal_app(app: &str) -> bool {
+    let app = app.to_lowercase();
+    TERMINAL_APPS.iter().any(|t| app.contains(t))
 }
 
 /// What the screen says about a target: the element's role and names.
@@ -515,6 +586,29 @@ mod tests {
             let fx = key_effect(&keys(chord), Focus::MaybeTerminal, &view);
             assert!(fx.needs.is_empty(), "{chord}");
         }
+    }
+
+    #[test]
+    fn a_text_field_of_a_terminal_or_an_ide_may_still_reach_a_shell() {
+        let mut view = crate::view::empty_view("");
+        let text = Some("text");
+        assert_eq!(
+            Focus::of_element(text, &["Subject".into()], &view),
+            Focus::NotTerminal { text_field: true }
+        );
+        assert_eq!(
+            Focus::of_element(text, &["Terminal 1, bash".into()], &view),
+            Focus::MaybeTerminal
+        );
+        assert_eq!(
+            Focus::of_element(Some("terminal"), &[], &view),
+            Focus::MaybeTerminal
+        );
+        view.screen.active_app = "Code".into();
+        assert_eq!(
+            Focus::of_element(text, &["Subject".into()], &view),
+            Focus::MaybeTerminal
+        );
     }
 
     #[test]
