@@ -79,7 +79,6 @@ pub mod eval;
 pub mod exit_code;
 pub mod generate;
 pub mod hub;
-pub mod hub_paths;
 pub mod image;
 pub mod input_file;
 pub mod kernels;

@@ -5,11 +5,11 @@
 //! fits the `(5, hidden)` head by logistic regression on a seeded split, prints the
 //! held-out accuracy and writes the head as safetensors for `verify --grader-head`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use sightline::moves::GraderExample;
-use sightline::planner::grader::{fit_head, FitOptions};
+use sightline::planner::grader::{fit_head, read_examples, FitOptions};
 use sightline::planner::{LocalPlanner, Turn};
 
 use sightline::exit_code;
@@ -62,25 +62,6 @@ pub fn grader(args: &GraderArgs) -> Result<i32> {
     fit_inner(fit).map(|()| exit_code::SUCCESS)
 }
 
-fn read_examples(path: &Path) -> Result<Vec<GraderExample>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("{}: cannot read", path.display()))?;
-    let base = path.parent().unwrap_or(Path::new("."));
-    let mut out = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let mut example: GraderExample = serde_json::from_str(line)
-            .with_context(|| format!("{} line {}: not a grader example", path.display(), n + 1))?;
-        if example.screenshot.is_relative() {
-            example.screenshot = base.join(&example.screenshot);
-        }
-        out.push(example);
-    }
-    Ok(out)
-}
-
 fn fit_inner(args: &FitArgs) -> Result<()> {
     let examples: Vec<GraderExample> = read_examples(&args.data)?
         .into_iter()
@@ -97,8 +78,7 @@ fn fit_inner(args: &FitArgs) -> Result<()> {
     let memory = serde_json::Value::Null;
     let mut features = Vec::with_capacity(examples.len());
     for example in &examples {
-        let screenshot = std::fs::read(&example.screenshot)
-            .with_context(|| format!("{}: cannot read", example.screenshot.display()))?;
+        let screenshot = crate::cli::plan::read_screenshot(&example.screenshot)?;
         let view = example
             .view
             .clone()
@@ -129,7 +109,7 @@ fn fit_inner(args: &FitArgs) -> Result<()> {
             ..FitOptions::default()
         },
     )?;
-    report.save(&args.out)?;
+    report.save(&args.out, planner.grader_setup())?;
     println!(
         "{}",
         serde_json::json!({

@@ -51,7 +51,13 @@ fn print_view(args: &ViewArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         .as_ref()
         .map(|t| t.planning_elements())
         .unwrap_or_default();
-    let view = desktop_view(&args.goal, &capture, elements, RunProgress::default());
+    let view = desktop_view(
+        &args.goal,
+        &capture,
+        elements,
+        table.as_ref(),
+        RunProgress::default(),
+    );
     let (w, h) = (capture.image.width(), capture.image.height());
     if args.json {
         let doc = json!({

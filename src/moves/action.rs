@@ -1,5 +1,10 @@
-//! The action types a move's steps may use, by their `type` tag, and what each needs from
-//! the runtime.
+//! The action types a move's steps may use, by their `type` tag: their fields in order, what
+//! each means, and what each needs from the runtime.
+//!
+//! [`ActionKind::fields`] is the one description of an action's shape: the grammar renders
+//! its rules from it (Lark and JSON schema), the decoder's token budget sums it, and the
+//! prompt's instructions show it ([`super::language`]), so the model is told exactly what the
+//! grammar accepts.
 
 use cel_contracts::PlannedAction;
 
@@ -114,8 +119,131 @@ impl ActionKind {
         )
     }
 
+    /// Whether the action can be written at all without `xy:` points (`select` has only
+    /// coordinates).
+    pub fn needs_coordinate_targets(self) -> bool {
+        self == ActionKind::Select
+    }
+
     /// Whether the action needs a bound CDP client.
     pub fn needs_cdp(self) -> bool {
         matches!(self, ActionKind::Navigate | ActionKind::CdpEval)
     }
+
+    /// The action's fields after its `type` tag, in the order serde writes them (which is
+    /// the order the grammar forces).
+    pub fn fields(self) -> &'static [Field] {
+        use FieldKind::*;
+        const fn f(name: &'static str, kind: FieldKind) -> Field {
+            Field {
+                name,
+                kind,
+                optional: false,
+            }
+        }
+        const fn opt(name: &'static str, kind: FieldKind) -> Field {
+            Field {
+                name,
+                kind,
+                optional: true,
+            }
+        }
+        match self {
+            ActionKind::Click => {
+                const { &[f("target_id", Target), opt("expect_after", ExpectAfter)] }
+            }
+            ActionKind::Type => const { &[opt("target_id", Target), f("text", Text)] },
+            ActionKind::Key => const { &[f("key", Key)] },
+            ActionKind::KeyCombo => const { &[f("keys", Keys)] },
+            ActionKind::SetValue => {
+                const {
+                    &[
+                        f("target_id", Target),
+                        f("value", Text),
+                        opt("expect_after", ExpectAfter),
+                    ]
+                }
+            }
+            ActionKind::Scroll => const { &[f("dx", Scroll), f("dy", Scroll)] },
+            ActionKind::Drag => const { &[f("from_target_id", Target), f("to_target_id", Target)] },
+            ActionKind::Wait => const { &[f("ms", WaitMs)] },
+            ActionKind::Select => {
+                const {
+                    &[
+                        f("from_x", Coordinate),
+                        f("from_y", Coordinate),
+                        f("to_x", Coordinate),
+                        f("to_y", Coordinate),
+                    ]
+                }
+            }
+            ActionKind::Extract => const { &[f("goal", Text), f("data", Text)] },
+            ActionKind::Navigate => const { &[f("url", Text)] },
+            ActionKind::CdpEval => const { &[f("expression", Text)] },
+        }
+    }
+
+    /// What the action does, in one sentence, for the prompt.
+    pub fn explanation(self) -> &'static str {
+        match self {
+            ActionKind::Click => "clicks an element or a point",
+            ActionKind::Type => {
+                "types text where the keyboard focus is, or into the target after clicking it"
+            }
+            ActionKind::Key => "presses one key",
+            ActionKind::KeyCombo => {
+                "presses 2 to 4 keys together, modifiers first (ctrl, alt, shift, meta)"
+            }
+            ActionKind::SetValue => "sets a field's value directly, without typing",
+            ActionKind::Scroll => {
+                "turns the mouse wheel where the pointer is: dy > 0 scrolls down (the content \
+                 moves up), dy < 0 up, dx > 0 right, dx < 0 left, in wheel notches"
+            }
+            ActionKind::Drag => "drags from one target to another with the left button",
+            ActionKind::Wait => "waits, when the screen needs time to change",
+            ActionKind::Select => {
+                "selects text by dragging from one point to another (coordinates as in xy: \
+                 targets)"
+            }
+            ActionKind::Extract => {
+                "records what the screen shows (data) under a name (goal), for later steps and \
+                 the final answer"
+            }
+            ActionKind::Navigate => "opens a URL in the bound browser",
+            ActionKind::CdpEval => "evaluates a JavaScript expression in the bound browser",
+        }
+    }
+}
+
+/// One field of an action, after its `type` tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Field {
+    /// The JSON key.
+    pub name: &'static str,
+    /// What its value is.
+    pub kind: FieldKind,
+    /// Whether a step may leave it out.
+    pub optional: bool,
+}
+
+/// What an action field holds; each kind has one rule in the grammar and one placeholder in
+/// the prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldKind {
+    /// A target: an element id of the view or an `xy:X,Y` point.
+    Target,
+    /// A string (bounded by the text token limit).
+    Text,
+    /// One key name.
+    Key,
+    /// 2 to 4 key names.
+    Keys,
+    /// A signed scroll amount.
+    Scroll,
+    /// Milliseconds to wait.
+    WaitMs,
+    /// A coordinate 0..=1000.
+    Coordinate,
+    /// `{"kind":"dom_changed","timeout_ms":N}`: the screen must change within N ms.
+    ExpectAfter,
 }

@@ -12,7 +12,9 @@
 //! - [`keys`]: the key names the grammar offers and the runner presses;
 //! - [`capabilities`]: the capability ids a view announces and what they switch on;
 //! - [`MoveLimits`] and the other bounds: steps, string lengths, waits, scrolls;
-//! - [`selected_elements`]: the elements a turn shows and accepts;
+//! - [`MoveLanguage`]: the move language explained to the model, from the same description;
+//! - [`selected_elements`]: the elements a turn shows and accepts, and [`bounds_fact`], how
+//!   the runner tells the planner where they are;
 //! - [`GraderExample`]: the record of a judged done claim that runs write and `grader fit`
 //!   reads.
 
@@ -21,16 +23,21 @@ pub mod capabilities;
 mod elements;
 mod grader_example;
 pub mod keys;
+mod language;
 mod limits;
 pub mod target;
 
-pub use action::ActionKind;
+pub use action::{ActionKind, Field, FieldKind};
 pub use capabilities::{
     Capabilities, CAPABILITY_CDP_PREFIX, CAPABILITY_NATIVE_INPUT, CAPABILITY_VISION,
 };
-pub use elements::{selected_elements, MAX_ELEMENTS, MAX_ID_CHARS};
+pub use elements::{
+    bounds_fact, element_bounds, is_bounds_fact, selected_elements, RelativeBox, MAX_ELEMENTS,
+    MAX_ID_CHARS,
+};
 pub use grader_example::GraderExample;
 pub use keys::{KEY_ALIASES, KEY_NAMES};
+pub use language::{example, MoveLanguage, PROMPT_CHARS_PER_TOKEN};
 pub use limits::{MoveLimits, MAX_EXPECT_MS};
 pub use target::{
     coordinate_regex, parse_point, parse_target, RelativePoint, Target, COORDINATE_MAX, XY_PREFIX,

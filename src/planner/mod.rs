@@ -6,6 +6,7 @@
 //! model runs ([`clarify`]), and judges `done` claims with a small head on the model's hidden
 //! state ([`grader`]).
 
+mod cache;
 pub mod clarify;
 pub mod grader;
 pub mod history;

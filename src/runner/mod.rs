@@ -650,7 +650,7 @@ impl Runner {
             steps_used,
             max_steps: self.options.limits.max_steps,
         };
-        desktop_view(goal, capture, elements, progress)
+        desktop_view(goal, capture, elements, table, progress)
     }
 
     /// Sleeps up to `ms`, in short slices so Ctrl-C and the deadline cut it short.

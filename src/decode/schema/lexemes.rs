@@ -3,8 +3,8 @@
 
 use cel_contracts::StepKind;
 
-/// How a move's `expect_after` opens (`dom_changed` is the only kind the grammar emits).
-pub(super) const EXPECT_AFTER_OPEN: &str = r#","expect_after":{"kind":"dom_changed","timeout_ms":"#;
+/// How an `expect_after` value opens (`dom_changed` is the only kind the grammar emits).
+pub(super) const EXPECT_VALUE_OPEN: &str = r#"{"kind":"dom_changed","timeout_ms":"#;
 
 /// A JSON string body: printable characters or the simple escapes. `\u` escapes are
 /// left out: they would let a model write a lone surrogate that serde rejects.

@@ -95,7 +95,7 @@ impl MoveSpec {
                         ActionKind::Click | ActionKind::Drag | ActionKind::SetValue
                     )
             })
-            .filter(|a| options.coordinate_targets || *a != ActionKind::Select)
+            .filter(|a| options.coordinate_targets || !a.needs_coordinate_targets())
             .collect();
         Ok(MoveSpec {
             actions,
@@ -118,6 +118,17 @@ impl MoveSpec {
     /// Whether `xy:X,Y` targets are allowed.
     pub fn coordinate_targets(&self) -> bool {
         self.coordinate_targets
+    }
+
+    /// The fields `kind` has this turn: all of [`ActionKind::fields`], but an optional
+    /// target where no target exists (a `type` with nothing to type into).
+    pub(crate) fn fields_this_turn(&self, kind: ActionKind) -> Vec<crate::moves::Field> {
+        let has_targets = !self.target_ids.is_empty() || self.coordinate_targets;
+        kind.fields()
+            .iter()
+            .filter(|f| has_targets || f.kind != crate::moves::FieldKind::Target)
+            .copied()
+            .collect()
     }
 
     /// The bounds this grammar enforces.
