@@ -205,6 +205,9 @@ fn run_agent(
     if session.bus_address().is_none() {
         cmd.arg("--no-elements");
     }
+    for grant in &task.allow {
+        cmd.arg("--allow").arg(session.placeholders().apply(grant));
+    }
     let budget = RunBudgetArgs {
         max_steps: max_steps.max(1),
         timeout: timeout_s.max(1),
