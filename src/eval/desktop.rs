@@ -127,8 +127,7 @@ pub fn run_task(
                 .and_then(|mut s| {
                     switch_accessibility_on(&s)?;
                     s.setup(task, stop).map(|()| s)
-                })
-            {
+                }) {
                 Ok(s) => s,
                 Err(e) => {
                     result.detail = e.to_string();

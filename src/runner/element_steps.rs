@@ -34,7 +34,10 @@ impl Runner {
         self.move_pointer_to(p, state).map_err(input_err)?;
         let attempted: Option<(Value, Result<()>)> = match &target.click {
             ClickVia::Pointer => None,
-            ClickVia::Focus => Some((json!({ "focused": id }), self.with_source(|s| s.focus(element)))),
+            ClickVia::Focus => Some((
+                json!({ "focused": id }),
+                self.with_source(|s| s.focus(element)),
+            )),
             ClickVia::Action(action) => {
                 if element.raw.state.focusable {
                     // Focus first, as the press of a hand gives it: an action that closes
@@ -48,7 +51,10 @@ impl Runner {
             }
             ClickVia::Select => {
                 let _ = self.with_source(|s| s.focus(element));
-                Some((json!({ "selected": id }), self.with_source(|s| s.select(element))))
+                Some((
+                    json!({ "selected": id }),
+                    self.with_source(|s| s.select(element)),
+                ))
             }
         };
         match attempted {

@@ -5,11 +5,11 @@ Usage: qt_order.py OUTPUT_FILE
 
 A window titled "Sightline Qt order" with a form: "Customer" (a line edit), "Quantity" (a spin
 box, 1 to 20), "Size" (a combo box: Small, Medium, Large), "Gift wrap" (a check box), a list of
-colours (Red, Green, Blue) and a "Place order" button. The labels are related to their fields
+colours (Red, Green, Blue) and a "Save" button. The labels are related to their fields
 (QFormLayout), as in most Qt forms.
 
-"Place order" writes one line to OUTPUT_FILE:
-    customer=<text> quantity=<n> size=<size> gift=<yes|no> colour=<colour or none>
+"Save" writes one line to OUTPUT_FILE:
+    customer=<text> quantity=<n> size=<size> gift=<yes|no> colour=<selected colours or none>
 and "ready" is written to OUTPUT_FILE.ready once the window is shown.
 
 Qt exposes its widgets on the AT-SPI bus only when assistive technology is on: the session's
@@ -55,15 +55,15 @@ def main() -> int:
     colours.addItems(["Red", "Green", "Blue"])
     colours.setMaximumHeight(80)
     form.addRow("Colour", colours)
-    place = QPushButton("Place order")
+    place = QPushButton("Save")
     form.addRow(place)
 
     def on_place() -> None:
-        picked = colours.currentItem()
+        picked = [item.text() for item in colours.selectedItems()]
         line = (
             f"customer={customer.text()} quantity={quantity.value()} "
             f"size={size.currentText()} gift={'yes' if gift.isChecked() else 'no'} "
-            f"colour={picked.text() if picked is not None and picked.isSelected() else 'none'}"
+            f"colour={','.join(picked) or 'none'}"
         )
         with open(out_path, "a", encoding="utf-8") as f:
             f.write(line + "\n")

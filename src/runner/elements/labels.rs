@@ -83,7 +83,8 @@ pub fn name_fields_by_labels(found: Vec<Found>) -> Vec<RawElement> {
         .enumerate()
         .filter(|(i, f)| {
             used_labels.contains(i)
-                || (f.raw.role == "label" && related.contains(f.raw.handle.as_str()))
+                || (f.raw.role == "label"
+                    && (related.contains(f.raw.handle.as_str()) || names_a_field(f, &found)))
         })
         .map(|(i, _)| i)
         .collect();
@@ -100,6 +101,17 @@ pub fn name_fields_by_labels(found: Vec<Found>) -> Vec<RawElement> {
         out.push(raw);
     }
     out
+}
+
+/// Whether a field beside or below `label`, in its container, bears its text as its name
+/// already (a toolkit that names fields by their buddy labels, as Qt's form layouts do).
+fn names_a_field(label: &Found, found: &[Found]) -> bool {
+    found.iter().any(|f| {
+        FIELD_ROLES.contains(&f.raw.role.as_str())
+            && f.container == label.container
+            && f.raw.name == label.raw.name
+            && placement(&label.raw.bounds, &f.raw.bounds).is_some()
+    })
 }
 
 /// Where `label` lies relative to `field`: `(0, gap)` on the same row to its left, `(1, gap)`
@@ -221,6 +233,22 @@ mod tests {
                 ("text".into(), "Email".into()),
                 ("label".into(), "Phone".into()),
                 ("text".into(), String::new())
+            ]
+        );
+    }
+
+    #[test]
+    fn a_label_repeating_the_name_of_its_field_is_not_listed_again() {
+        let out = name_fields_by_labels(vec![
+            found("label", "Customer", (0, 0, 60, 20), "form"),
+            found("text", "Customer", (80, 0, 200, 20), "form"),
+            found("label", "Note", (0, 100, 60, 20), "form"),
+        ]);
+        assert_eq!(
+            names(&out),
+            [
+                ("text".into(), "Customer".into()),
+                ("label".into(), "Note".into())
             ]
         );
     }

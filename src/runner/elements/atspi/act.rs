@@ -24,7 +24,10 @@ pub(super) fn invoke(src: &AtspiSource, element: &ScreenElement, action: &str) -
         .into_iter()
         .map(|a| a.name)
         .collect();
-    let index = match localized.iter().position(|a| a.eq_ignore_ascii_case(action)) {
+    let index = match localized
+        .iter()
+        .position(|a| a.eq_ignore_ascii_case(action))
+    {
         Some(i) => i,
         None => super::read::action_names(src, &node)
             .map_err(failed)?
@@ -74,7 +77,9 @@ pub(super) fn select(src: &AtspiSource, element: &ScreenElement) -> Result<()> {
         if selection.is_child_selected(index).unwrap_or(false) {
             return Ok(());
         }
-        if selection.select_child(index).unwrap_or(false) {
+        if selection.select_child(index).unwrap_or(false)
+            && selection.is_child_selected(index).unwrap_or(false)
+        {
             return Ok(());
         }
     }
@@ -95,7 +100,8 @@ pub(super) fn select(src: &AtspiSource, element: &ScreenElement) -> Result<()> {
                 .or_else(|_| table.get_row_at_index(index))
                 .map_err(failed)?;
             if table.is_row_selected(row).unwrap_or(false)
-                || table.add_row_selection(row).unwrap_or(false)
+                || (table.add_row_selection(row).unwrap_or(false)
+                    && table.is_row_selected(row).unwrap_or(false))
             {
                 return Ok(());
             }
@@ -158,7 +164,13 @@ pub(super) fn set_value(
         };
     }
     if role == Role::ComboBox || !element.raw.options.is_empty() {
-        select_option(src, &node, interfaces.contains(Interface::Selection), value, &what)?;
+        select_option(
+            src,
+            &node,
+            interfaces.contains(Interface::Selection),
+            value,
+            &what,
+        )?;
         return Ok("option");
     }
     Err(Error::runner(format!(
@@ -201,36 +213,76 @@ fn select_option(
             ))
         })?;
     let option = &items[pick];
+    // Each way is checked by reading the combo box again: some toolkits accept a call and
+    // change nothing the user sees (Qt's popup list selects a row, its combo box keeps its
+    // choice).
+    let chosen = || combo_choice(src, combo) == option.name;
     // GTK 3: the combo box's own Selection counts the items of its popup.
     if combo_selects {
         if let Ok(sel) = src.selection(combo) {
-            if i32::try_from(pick).is_ok_and(|i| sel.select_child(i).unwrap_or(false)) {
+            if i32::try_from(pick).is_ok_and(|i| sel.select_child(i).unwrap_or(false)) && chosen() {
                 return Ok(());
             }
         }
     }
     if let Ok(sel) = src.selection(&option.popup) {
-        if sel.select_child(option.index).unwrap_or(false) {
+        if sel.select_child(option.index).unwrap_or(false) && chosen() {
             return Ok(());
         }
     }
-    if let Ok(action) = src.action(&option.item) {
-        if let Ok(actions) = action.get_actions() {
-            for want in ["select", "click", "press", "toggle"] {
-                if let Some(i) = actions.iter().position(|a| a.name.eq_ignore_ascii_case(want)) {
-                    let i = i32::try_from(i).map_err(|e| Error::runner_caused(what, e))?;
-                    if action.do_action(i).unwrap_or(false) {
-                        return Ok(());
-                    }
+    if let Ok(names) = super::read::action_names(src, &option.item) {
+        let action = src
+            .action(&option.item)
+            .map_err(|e| Error::runner_caused(what, e))?;
+        for want in ["select", "click", "press"] {
+            if let Some(i) = names.iter().position(|a| a.eq_ignore_ascii_case(want)) {
+                let i = i32::try_from(i).map_err(|e| Error::runner_caused(what, e))?;
+                if action.do_action(i).unwrap_or(false) && chosen() {
+                    return Ok(());
                 }
             }
         }
     }
     Err(Error::runner(format!(
-        "{what}: the application would not choose {:?} (no Selection, no action took it); \
-         open the combo box and click the option",
+        "{what}: the application would not choose {:?} through its accessibility interface; \
+         click the combo box to open it, then click the option",
         option.name
     )))
+}
+
+/// What a combo box shows as chosen now: the selected item of its own or its popup's
+/// Selection, else its name (GTK 3 and Qt name a combo box after its choice).
+fn combo_choice(src: &AtspiSource, combo: &Node) -> String {
+    let toolkit = super::Toolkit::default();
+    let mut popups = vec![combo.clone()];
+    popups.extend(
+        src.accessible(combo)
+            .and_then(|p| p.get_children())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|c| Node::of(c, &combo.dest)),
+    );
+    for popup in popups {
+        let Ok(sel) = src.selection(&popup) else {
+            continue;
+        };
+        if sel.n_selected_children().unwrap_or(0) <= 0 {
+            continue;
+        }
+        let name = sel
+            .get_selected_child(0)
+            .ok()
+            .and_then(|r| Node::of(&r, &popup.dest))
+            .and_then(|n| src.accessible(&n).ok())
+            .map(|p| own_name(&p, toolkit))
+            .unwrap_or_default();
+        if !name.is_empty() {
+            return name;
+        }
+    }
+    src.accessible(combo)
+        .map(|p| own_name(&p, toolkit))
+        .unwrap_or_default()
 }
 
 /// The items of a combo box's popup (a menu or list below it), in order.

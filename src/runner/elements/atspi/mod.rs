@@ -135,14 +135,33 @@ impl Node {
     }
 }
 
+/// How a window's extents map to the screen: AT-SPI's screen coordinates, or for toolkits
+/// that know only their window's (GTK 4), window coordinates plus the window's place.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Frame {
+    /// Added to every extent.
+    offset: (i32, i32),
+    /// Extents are asked in window coordinates (GTK 4 warns on every screen request).
+    window_coords: bool,
+}
+
+impl Frame {
+    fn coord_type(self) -> CoordType {
+        if self.window_coords {
+            CoordType::Window
+        } else {
+            CoordType::Screen
+        }
+    }
+}
+
 /// A top-level window to walk, with what its toolkit needs.
 #[derive(Debug, Clone)]
 pub(super) struct WindowRoot {
     node: Node,
     toolkit: Toolkit,
-    /// Added to every extent of the window (its place on the screen, for toolkits that report
-    /// window-relative extents).
-    offset: (i32, i32),
+    /// How its extents map to the screen.
+    frame: Frame,
 }
 
 /// Reads elements over AT-SPI2.
@@ -155,7 +174,7 @@ pub struct AtspiSource {
     /// The X server's top-level windows, for toolkits with window-relative extents.
     xwindows: xwindows::XWindows,
     /// Offsets of the windows of the last capture, by bus name, for refreshes.
-    offsets: HashMap<String, (i32, i32)>,
+    frames: HashMap<String, Frame>,
 }
 
 impl std::fmt::Debug for AtspiSource {
@@ -192,7 +211,7 @@ impl AtspiSource {
             conn,
             toolkits: HashMap::new(),
             xwindows: xwindows::XWindows::default(),
-            offsets: HashMap::new(),
+            frames: HashMap::new(),
             _switch: None,
         };
         let switched_on = switch.as_ref().is_some_and(|s| s.switched_on());
@@ -300,22 +319,25 @@ impl AtspiSource {
                 if !states.contains(State::Showing) {
                     continue;
                 }
-                let offset = if toolkit.window_relative {
+                let frame = if toolkit.window_relative {
                     let title = proxy.name().unwrap_or_default();
                     let size = self
                         .component(&node)
-                        .and_then(|c| c.get_extents(CoordType::Screen))
+                        .and_then(|c| c.get_extents(CoordType::Window))
                         .map(|(_, _, w, h)| (w, h))
                         .unwrap_or((0, 0));
                     let pid = self.process_id(&node.dest);
-                    self.xwindows.origin_of(&title, pid, size).unwrap_or((0, 0))
+                    Frame {
+                        offset: self.xwindows.origin_of(&title, pid, size).unwrap_or((0, 0)),
+                        window_coords: true,
+                    }
                 } else {
-                    (0, 0)
+                    Frame::default()
                 };
                 app_windows.push(WindowRoot {
                     node,
                     toolkit,
-                    offset,
+                    frame,
                 });
             }
             if app_active {
@@ -345,7 +367,7 @@ impl AtspiSource {
             ))
         };
         let toolkit = self.toolkits.get(&node.dest).copied().unwrap_or_default();
-        let offset = self.offsets.get(&node.dest).copied().unwrap_or((0, 0));
+        let frame = self.frames.get(&node.dest).copied().unwrap_or_default();
         let proxy = self
             .accessible(&node)
             .map_err(|e| stale(format!("it cannot be reached ({e})")))?;
@@ -360,7 +382,7 @@ impl AtspiSource {
         if !shown || !states.contains(State::Visible) {
             return Err(stale("it is no longer shown".to_string()));
         }
-        let now = read::read_again(self, &node, &element.raw, toolkit, offset, geometry)
+        let now = read::read_again(self, &node, &element.raw, toolkit, frame, geometry)
             .map_err(|_| stale("it is gone".to_string()))?
             .ok_or_else(|| stale("it has no extents any more".to_string()))?;
         // Object paths can be reused by toolkits: a different role or name is another control.
@@ -393,9 +415,9 @@ impl ElementSource for AtspiSource {
         let windows = self
             .windows()
             .map_err(|e| Error::runner_caused("accessibility tree: cannot list windows", e))?;
-        self.offsets = windows
+        self.frames = windows
             .iter()
-            .map(|w| (w.node.dest.clone(), w.offset))
+            .map(|w| (w.node.dest.clone(), w.frame))
             .collect();
         let mut walk = walk::Walk::new(self, geometry, budget, started);
         for window in &windows {

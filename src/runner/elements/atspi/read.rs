@@ -8,9 +8,9 @@
 //! still nameless is named later by the label beside it ([`super::super::labels`]).
 
 use atspi::proxy::accessible::AccessibleProxyBlocking;
-use atspi::{CoordType, Interface, InterfaceSet, RelationType, Role, State, StateSet};
+use atspi::{Interface, InterfaceSet, RelationType, Role, State, StateSet};
 
-use super::{AtspiSource, Node, Toolkit};
+use super::{AtspiSource, Frame, Node, Toolkit};
 use crate::runner::coords::ScreenGeometry;
 use crate::runner::elements::labels::Found;
 use crate::runner::elements::{
@@ -27,8 +27,8 @@ const MAX_CHILD_TEXT_DEPTH: usize = 5;
 /// Click-like action names, in order of preference, compared without case (Qt spells them
 /// `Press`, `Toggle`). `activate` comes last: on a GTK 3 entry it means Enter.
 pub(super) const CLICK_ACTIONS: &[&str] = &[
-    "click", "press", "toggle", "check", "uncheck", "jump", "switch", "open", "showmenu",
-    "select", "activate",
+    "click", "press", "toggle", "check", "uncheck", "jump", "switch", "open", "showmenu", "select",
+    "activate",
 ];
 
 /// Most actions of one element whose names are read one by one.
@@ -51,7 +51,8 @@ pub(super) fn action_names(src: &AtspiSource, node: &Node) -> zbus::Result<Vec<S
     (0..n).map(|i| proxy.get_name(i)).collect()
 }
 
-/// A rectangle in input coordinates (AT-SPI's screen coordinates, plus a window's offset).
+/// A rectangle in input coordinates (AT-SPI's screen coordinates, or a window's plus its
+/// place).
 pub(super) type InputRect = PixelRect;
 
 /// What reading needs to know about where the element is.
@@ -63,12 +64,13 @@ pub(super) struct Place<'a> {
 
 /// The extents of `node` in input coordinates, `None` when it has no usable extents (no
 /// Component, a toolkit's "nowhere" of `i32::MIN` or `-1`, an empty size).
-pub(super) fn extents(src: &AtspiSource, node: &Node, offset: (i32, i32)) -> Option<InputRect> {
+pub(super) fn extents(src: &AtspiSource, node: &Node, frame: Frame) -> Option<InputRect> {
     let (x, y, w, h) = src
         .component(node)
         .ok()?
-        .get_extents(CoordType::Screen)
+        .get_extents(frame.coord_type())
         .ok()?;
+    let offset = frame.offset;
     usable_rect(x, y, w, h).map(|r| InputRect {
         x: r.x.saturating_add(offset.0),
         y: r.y.saturating_add(offset.1),
@@ -124,8 +126,17 @@ pub(super) fn short_role(role: Role) -> Option<&'static str> {
 pub(super) fn is_leaf_control(kind: &str) -> bool {
     matches!(
         kind,
-        "button" | "toggle" | "checkbox" | "radio" | "text" | "terminal" | "spin" | "slider"
-            | "link" | "calendar" | "label" | "header"
+        "button"
+            | "toggle"
+            | "checkbox"
+            | "radio"
+            | "text"
+            | "terminal"
+            | "spin"
+            | "slider"
+            | "link"
+            | "calendar"
+            | "header"
     )
 }
 
@@ -238,12 +249,14 @@ pub(super) fn read_text(src: &AtspiSource, node: &Node, tail: bool) -> zbus::Res
     };
     let raw = text.get_text(start, end)?;
     let cleaned = clean_text(&raw);
-    Ok(if tail && cleaned.chars().count() > crate::runner::elements::MAX_VALUE_CHARS {
-        let skip = cleaned.chars().count() - (crate::runner::elements::MAX_VALUE_CHARS - 1);
-        format!("…{}", cleaned.chars().skip(skip).collect::<String>())
-    } else {
-        clip_value(&cleaned)
-    })
+    Ok(
+        if tail && cleaned.chars().count() > crate::runner::elements::MAX_VALUE_CHARS {
+            let skip = cleaned.chars().count() - (crate::runner::elements::MAX_VALUE_CHARS - 1);
+            format!("…{}", cleaned.chars().skip(skip).collect::<String>())
+        } else {
+            clip_value(&cleaned)
+        },
+    )
 }
 
 /// The text of `node`'s children: the names of showing labels, cells and text nodes below
@@ -480,10 +493,10 @@ pub(super) fn read_element(
             name_from = NameSource::Relation;
         } else if value.as_deref() == Some(name.as_str()) {
             name.clear();
-        } else if value.is_none() && !name.is_empty() && editable {
-            // An editable combo box's name is its text.
-            value = Some(name.clone());
-            name.clear();
+        }
+        if value.is_none() && editable && interfaces.contains(Interface::Text) {
+            // An editable combo box (a browser's address bar) holds text.
+            value = read_text(src, node, false).ok().filter(|t| !t.is_empty());
         }
     }
     if name.is_empty() && is_field(kind) && name_from == NameSource::Own {
@@ -503,7 +516,10 @@ pub(super) fn read_element(
     }
     if name.is_empty() && matches!(kind, "text" | "spin" | "combobox") {
         if let Ok(attrs) = proxy.get_attributes() {
-            if let Some(p) = attrs.get("placeholder-text").or_else(|| attrs.get("placeholder")) {
+            if let Some(p) = attrs
+                .get("placeholder-text")
+                .or_else(|| attrs.get("placeholder"))
+            {
                 let p = clean_text(p);
                 if !p.is_empty() {
                     name = clip_value(&p);
@@ -545,9 +561,10 @@ pub(super) fn read_element(
     if name.is_empty() {
         name_from = NameSource::None;
         // Text with nothing to say says nothing to the planner.
+        // A nameless menu is a popup's container; its items are the elements.
         if matches!(
             kind,
-            "label" | "paragraph" | "heading" | "landmark" | "cell" | "header"
+            "label" | "paragraph" | "heading" | "landmark" | "cell" | "header" | "menu"
         ) {
             return Ok(None);
         }
@@ -611,13 +628,13 @@ pub(super) fn read_again(
     node: &Node,
     captured: &RawElement,
     toolkit: Toolkit,
-    offset: (i32, i32),
+    frame: Frame,
     geometry: &ScreenGeometry,
 ) -> zbus::Result<Option<RawElement>> {
     let proxy = src.accessible(node)?;
     let states = proxy.get_state()?;
     let role = proxy.get_role()?;
-    let rect = extents(src, node, offset);
+    let rect = extents(src, node, frame);
     let place = Place { toolkit, geometry };
     if matches!(captured.role.as_str(), "list" | "table") {
         // The summary of a long list: the list itself, as it is now.
@@ -626,7 +643,9 @@ pub(super) fn read_again(
             ..captured.clone()
         }));
     }
-    if role == Role::TableCell && matches!(captured.role.as_str(), "row" | "checkbox") {
+    if matches!(role, Role::TableCell | Role::ListItem | Role::TreeItem)
+        && matches!(captured.role.as_str(), "row" | "checkbox")
+    {
         return Ok(rect.map(|rect| {
             super::table::cell_as_row_again(src, node, &proxy, states, rect, place, captured)
         }));
@@ -680,14 +699,21 @@ mod tests {
             ClickVia::Action("Toggle".into())
         );
         assert_eq!(
-            click_via("cell", false, &a(&["expand or contract", "edit", "activate"])),
+            click_via(
+                "cell",
+                false,
+                &a(&["expand or contract", "edit", "activate"])
+            ),
             ClickVia::Pointer
         );
         assert_eq!(
             click_via("link", false, &a(&["jump"])),
             ClickVia::Action("jump".into())
         );
-        assert_eq!(click_via("label", false, &a(&["clickAncestor"])), ClickVia::Pointer);
+        assert_eq!(
+            click_via("label", false, &a(&["clickAncestor"])),
+            ClickVia::Pointer
+        );
     }
 
     #[test]

@@ -56,8 +56,8 @@ impl Drop for AccessibilitySwitch {
         if !self.restore {
             return;
         }
-        let restored = StatusProxyBlocking::new(&self.session)
-            .and_then(|status| status.set_is_enabled(false));
+        let restored =
+            StatusProxyBlocking::new(&self.session).and_then(|status| status.set_is_enabled(false));
         if let Err(e) = restored {
             tracing::warn!("could not switch accessibility back off (org.a11y.Status): {e}");
         }

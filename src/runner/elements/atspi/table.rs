@@ -17,11 +17,11 @@
 
 use atspi::proxy::accessible::AccessibleProxyBlocking;
 use atspi::proxy::table::TableProxyBlocking;
-use atspi::{CoordType, Interface, Role, State, StateSet};
+use atspi::{Interface, Role, State, StateSet};
 
 use super::read::{self, InputRect, Place, Seen};
 use super::walk::{has_table, Context, Walk, LONG_CHILD_LIST};
-use super::{AtspiSource, Node};
+use super::{AtspiSource, Frame, Node};
 use crate::runner::elements::labels::Found;
 use crate::runner::elements::{
     clip_value, input_rect_to_pixels, ClickVia, ElementState, NameSource, RawElement,
@@ -75,7 +75,7 @@ pub(super) fn read_rows(walk: &mut Walk<'_>, seen: &Seen<'_>, ctx: &Context) -> 
     }
     let first = match clip {
         Some(clip) if n_rows as usize > LONG_CHILD_LIST => {
-            first_row_in_view(walk, &table, seen.node, clip, n_rows, ctx.offset)
+            first_row_in_view(walk, &table, seen.node, clip, n_rows, ctx.frame)
         }
         _ => 0,
     };
@@ -119,7 +119,13 @@ pub(super) fn read_rows(walk: &mut Walk<'_>, seen: &Seen<'_>, ctx: &Context) -> 
     let total = n_rows as usize;
     match first_shown {
         Some(first) if last_shown + 1 - first < total => {
-            walk.summary(seen.node, seen.rect, ctx, "rows", (first, last_shown, total));
+            walk.summary(
+                seen.node,
+                seen.rect,
+                ctx,
+                "rows",
+                (first, last_shown, total),
+            );
         }
         None => walk.summary(seen.node, seen.rect, ctx, "rows", (1, 0, total)),
         _ => {}
@@ -135,7 +141,7 @@ fn first_row_in_view(
     node: &Node,
     clip: InputRect,
     n_rows: i32,
-    offset: (i32, i32),
+    frame: Frame,
 ) -> i32 {
     let (mut lo, mut hi) = (0, n_rows);
     let mut searchable = true;
@@ -146,7 +152,7 @@ fn first_row_in_view(
             .get_accessible_at(mid, 0)
             .ok()
             .and_then(|c| Node::of(&c, &node.dest))
-            .and_then(|c| read::extents(walk.src, &c, offset));
+            .and_then(|c| read::extents(walk.src, &c, frame));
         let Some(r) = rect else {
             searchable = false;
             break;
@@ -163,11 +169,11 @@ fn first_row_in_view(
     let Ok(component) = walk.src.component(node) else {
         return 0;
     };
-    let x = clip.x + (clip.width / 4).min(40) - offset.0;
+    let x = clip.x + (clip.width / 4).min(40) - frame.offset.0;
     for dy in (2..HEADER_PROBE_PX.min(clip.height)).step_by(HEADER_PROBE_STEP_PX) {
         walk.nodes += 1;
         let Some(cell) = component
-            .get_accessible_at_point(x, clip.y + dy - offset.1, CoordType::Screen)
+            .get_accessible_at_point(x, clip.y + dy - frame.offset.1, frame.coord_type())
             .ok()
             .and_then(|c| Node::of(&c, &node.dest))
         else {
@@ -228,15 +234,13 @@ fn read_cell(src: &AtspiSource, node: &Node, ctx: &Context) -> Option<Cell> {
     ) {
         return None;
     }
-    let rect = read::extents(src, node, ctx.offset);
+    let rect = read::extents(src, node, ctx.frame);
     let own = read::own_name(&proxy, ctx.toolkit);
     let own_named = !own.is_empty();
     let interfaces = proxy.get_interfaces().ok()?;
     let text = if own_named {
         own
-    } else if interfaces.contains(Interface::Text)
-        && proxy.child_count().unwrap_or(0) == 0
-    {
+    } else if interfaces.contains(Interface::Text) && proxy.child_count().unwrap_or(0) == 0 {
         read::read_text(src, node, false).unwrap_or_default()
     } else {
         read::child_text(src, node, ctx.toolkit)
@@ -267,7 +271,11 @@ fn row_rect(cells: &[Cell]) -> Option<InputRect> {
     cells
         .iter()
         .find(|c| c.check && c.rect.is_some())
-        .or_else(|| cells.iter().find(|c| !c.text.is_empty() && c.rect.is_some()))
+        .or_else(|| {
+            cells
+                .iter()
+                .find(|c| !c.text.is_empty() && c.rect.is_some())
+        })
         .or_else(|| cells.iter().find(|c| c.rect.is_some()))
         .and_then(|c| c.rect)
 }
@@ -301,7 +309,11 @@ fn row_element(walk: &Walk<'_>, cells: &[Cell], selectable: bool, ctx: &Context)
             NameSource::Row,
         ),
         None => {
-            let click = if selectable || anchor.states.contains(State::Selectable) {
+            let click = if ctx.in_combobox {
+                // An option of an open combo box: only a click chooses it (a selection in
+                // Qt's popup list leaves the combo box's choice as it was).
+                ClickVia::Pointer
+            } else if selectable || anchor.states.contains(State::Selectable) {
                 ClickVia::Select
             } else {
                 read::click_via("row", false, &anchor.actions)
@@ -316,11 +328,15 @@ fn row_element(walk: &Walk<'_>, cells: &[Cell], selectable: bool, ctx: &Context)
     };
     let raw = RawElement {
         role: role.to_string(),
-        name_from: if name.is_empty() { NameSource::None } else { name_from },
+        name_from: if name.is_empty() {
+            NameSource::None
+        } else {
+            name_from
+        },
         name,
         value: (!others.is_empty()).then(|| clip_value(&others.join(" · "))),
         state,
-        clickable: click != ClickVia::Pointer,
+        clickable: click != ClickVia::Pointer || ctx.in_combobox,
         editable: false,
         actions: anchor.actions.clone(),
         bounds: input_rect_to_pixels(walk.geometry, rect.x, rect.y, rect.width, rect.height),
@@ -357,7 +373,12 @@ fn controls_in_cells(walk: &mut Walk<'_>, cells: &[Cell], ctx: &Context) {
                 .unwrap_or(Role::Invalid);
             if matches!(
                 role,
-                Role::TableCell | Role::Image | Role::Icon | Role::Label | Role::Static | Role::Text
+                Role::TableCell
+                    | Role::Image
+                    | Role::Icon
+                    | Role::Label
+                    | Role::Static
+                    | Role::Text
             ) {
                 continue;
             }

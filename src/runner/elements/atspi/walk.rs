@@ -21,10 +21,10 @@ use std::time::Instant;
 use atspi::{Interface, Role, State};
 
 use super::read::{self, InputRect, Place, Seen};
-use super::{AtspiSource, Node, Toolkit, WindowRoot};
+use super::{AtspiSource, Frame, Node, Toolkit, WindowRoot};
 use crate::runner::coords::ScreenGeometry;
 use crate::runner::elements::labels::Found;
-use crate::runner::elements::{ClickVia, ElementBudget, NameSource, RawElement};
+use crate::runner::elements::{ClickVia, ElementBudget, ElementState, NameSource, RawElement};
 
 /// Children of one container beyond which only those in view are looked at.
 pub(super) const LONG_CHILD_LIST: usize = 64;
@@ -33,7 +33,7 @@ pub(super) const LONG_CHILD_LIST: usize = 64;
 #[derive(Debug, Clone)]
 pub(super) struct Context {
     pub toolkit: Toolkit,
-    pub offset: (i32, i32),
+    pub frame: Frame,
     /// The visible area so far, in input coordinates (`None`: the whole screen).
     pub clip: Option<InputRect>,
     /// The handle of the parent node (labels name fields of the same container).
@@ -98,7 +98,7 @@ impl<'a> Walk<'a> {
     pub fn window(&mut self, window: &WindowRoot) -> zbus::Result<()> {
         let ctx = Context {
             toolkit: window.toolkit,
-            offset: window.offset,
+            frame: window.frame,
             clip: None,
             container: String::new(),
             inside_kept: false,
@@ -123,7 +123,7 @@ impl<'a> Walk<'a> {
             return Ok(());
         }
         let role = proxy.get_role()?;
-        let rect = read::extents(self.src, node, ctx.offset);
+        let rect = read::extents(self.src, node, ctx.frame);
         let escapes = matches!(
             role,
             Role::Menu | Role::PopupMenu | Role::Window | Role::ToolTip
@@ -188,7 +188,9 @@ impl<'a> Walk<'a> {
                 states,
                 rect: visible_rect,
             };
-            if let Some(found) = read::read_element(self.src, &seen, self.place(ctx), &ctx.container)? {
+            if let Some(found) =
+                read::read_element(self.src, &seen, self.place(ctx), &ctx.container)?
+            {
                 kept = true;
                 self.found.push(found);
             }
@@ -235,7 +237,7 @@ impl<'a> Walk<'a> {
     ) -> zbus::Result<()> {
         let clip = ctx.clip.or(rect);
         let first = match clip {
-            Some(c) => self.first_in_view(children, c, ctx.offset),
+            Some(c) => self.first_in_view(children, c, ctx.frame),
             None => None,
         };
         let Some((first, clip)) = first.zip(clip) else {
@@ -250,7 +252,7 @@ impl<'a> Walk<'a> {
                 self.truncated = true;
                 break;
             }
-            if let Some(r) = read::extents(self.src, child, ctx.offset) {
+            if let Some(r) = read::extents(self.src, child, ctx.frame) {
                 self.nodes += 1;
                 if r.y >= clip.y + clip.height {
                     break;
@@ -268,12 +270,12 @@ impl<'a> Walk<'a> {
 
     /// The index of the first child whose bottom is below the top of `clip`, by binary
     /// search; `None` when a probed child has no usable extents.
-    fn first_in_view(&mut self, children: &[Node], clip: InputRect, offset: (i32, i32)) -> Option<usize> {
+    fn first_in_view(&mut self, children: &[Node], clip: InputRect, frame: Frame) -> Option<usize> {
         let (mut lo, mut hi) = (0, children.len());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             self.nodes += 1;
-            let r = read::extents(self.src, &children[mid], offset)?;
+            let r = read::extents(self.src, &children[mid], frame)?;
             if r.y + r.height <= clip.y {
                 lo = mid + 1;
             } else {
@@ -319,7 +321,10 @@ impl<'a> Walk<'a> {
             },
             name,
             value: Some(value),
-            state: Default::default(),
+            state: ElementState {
+                enabled: true,
+                ..Default::default()
+            },
             clickable: false,
             editable: false,
             actions: vec![],

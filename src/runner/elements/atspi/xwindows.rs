@@ -33,7 +33,12 @@ impl XWindows {
     /// The screen origin of the top-level window titled `title` of process `pid` (any
     /// process when unknown), preferring one of `size`; `None` when there is no such window or
     /// no X server.
-    pub fn origin_of(&mut self, title: &str, pid: Option<u32>, size: (i32, i32)) -> Option<(i32, i32)> {
+    pub fn origin_of(
+        &mut self,
+        title: &str,
+        pid: Option<u32>,
+        size: (i32, i32),
+    ) -> Option<(i32, i32)> {
         if self.conn.is_none() {
             match x11rb::connect(None) {
                 Ok((conn, screen)) => {
@@ -65,7 +70,10 @@ impl XWindows {
 
 /// The viewable windows with a title among the root's children and, under a window manager,
 /// their children (the clients inside the frames).
-fn top_levels(conn: &RustConnection, root: Window) -> Result<Vec<TopLevel>, x11rb::errors::ReplyError> {
+fn top_levels(
+    conn: &RustConnection,
+    root: Window,
+) -> Result<Vec<TopLevel>, x11rb::errors::ReplyError> {
     let net_wm_name = intern(conn, b"_NET_WM_NAME")?;
     let utf8 = intern(conn, b"UTF8_STRING")?;
     let net_wm_pid = intern(conn, b"_NET_WM_PID")?;
