@@ -1,6 +1,8 @@
 //! Acting on elements through AT-SPI: a named action, a focus grab, a selection in the
 //! containing table or list, and `set_value`.
 
+use std::time::{Duration, Instant};
+
 use atspi::{Interface, Role};
 
 use super::read::own_name;
@@ -10,6 +12,25 @@ use crate::runner::elements::ScreenElement;
 
 /// Levels looked up from a cell for its table.
 const MAX_TABLE_LEVELS: usize = 3;
+/// How long a change made through the accessibility API may take to show in what the
+/// application reports (a browser's page runs in another process, and its tree follows).
+const CHANGE_SEEN_WITHIN: Duration = Duration::from_millis(500);
+/// Between two looks for that change.
+const CHANGE_POLL: Duration = Duration::from_millis(50);
+
+/// Whether `check` holds now or within `wait`, looking every [`CHANGE_POLL`].
+fn holds_within(wait: Duration, check: impl Fn() -> bool) -> bool {
+    let started = Instant::now();
+    loop {
+        if check() {
+            return true;
+        }
+        if started.elapsed() >= wait {
+            return false;
+        }
+        std::thread::sleep(CHANGE_POLL);
+    }
+}
 
 /// Performs the accessible action named `action` (compared without case).
 pub(super) fn invoke(src: &AtspiSource, element: &ScreenElement, action: &str) -> Result<()> {
@@ -78,7 +99,9 @@ pub(super) fn select(src: &AtspiSource, element: &ScreenElement) -> Result<()> {
             return Ok(());
         }
         if selection.select_child(index).unwrap_or(false)
-            && selection.is_child_selected(index).unwrap_or(false)
+            && holds_within(CHANGE_SEEN_WITHIN, || {
+                selection.is_child_selected(index).unwrap_or(false)
+            })
         {
             return Ok(());
         }
@@ -101,7 +124,9 @@ pub(super) fn select(src: &AtspiSource, element: &ScreenElement) -> Result<()> {
                 .map_err(failed)?;
             if table.is_row_selected(row).unwrap_or(false)
                 || (table.add_row_selection(row).unwrap_or(false)
-                    && table.is_row_selected(row).unwrap_or(false))
+                    && holds_within(CHANGE_SEEN_WITHIN, || {
+                        table.is_row_selected(row).unwrap_or(false)
+                    }))
             {
                 return Ok(());
             }
@@ -155,11 +180,28 @@ pub(super) fn set_value(
             .editable_text(&node)
             .and_then(|t| t.set_text_contents(value))
             .map_err(failed)?;
-        return if set {
+        if !set {
+            return Err(Error::runner(format!(
+                "{what}: the application refused the text (is the field read-only?)"
+            )));
+        }
+        // Read back: a browser may accept the call and leave its field as it was. A password
+        // field may show other characters, as many as were set.
+        let wanted = value.chars().count();
+        let took = holds_within(CHANGE_SEEN_WITHIN, || {
+            let Ok(text) = src.text(&node) else {
+                return false;
+            };
+            let count = text.character_count().unwrap_or(-1);
+            let now = text.get_text(0, count.max(0)).unwrap_or_default();
+            now == value || (role == Role::PasswordText && now.chars().count() == wanted)
+        });
+        return if took {
             Ok("text")
         } else {
             Err(Error::runner(format!(
-                "{what}: the application refused the text (is the field read-only?)"
+                "{what}: the application accepted the text but its field does not show it; \
+                 click the field and type instead"
             )))
         };
     }
@@ -216,7 +258,11 @@ fn select_option(
     // Each way is checked by reading the combo box again: some toolkits accept a call and
     // change nothing the user sees (Qt's popup list selects a row, its combo box keeps its
     // choice).
-    let chosen = || combo_choice(src, combo) == option.name;
+    let chosen = || {
+        holds_within(CHANGE_SEEN_WITHIN, || {
+            combo_choice(src, combo) == option.name
+        })
+    };
     // GTK 3: the combo box's own Selection counts the items of its popup.
     if combo_selects {
         if let Ok(sel) = src.selection(combo) {

@@ -59,6 +59,14 @@ use crate::runner::coords::ScreenGeometry;
 const REGISTRY: &str = "org.a11y.atspi.Registry";
 const ROOT_PATH: &str = "/org/a11y/atspi/accessible/root";
 
+/// How long an element that looks hidden or without extents is looked at again before it
+/// is called stale.
+const STALE_RECHECK: std::time::Duration = std::time::Duration::from_millis(500);
+/// Between those looks.
+const STALE_RECHECK_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+/// Between two reads of a screen whose page is still loading.
+const LOADING_POLL: std::time::Duration = std::time::Duration::from_millis(150);
+
 /// A builder of one blocking proxy on `conn` for `dest` + `path`, caching off.
 macro_rules! proxy {
     ($proxy:ident, $conn:expr, $dest:expr, $path:expr) => {
@@ -356,6 +364,35 @@ impl AtspiSource {
         dbus.get_connection_unix_process_id(name).ok()
     }
 
+    /// One look at an element for [`Self::reread`]: the element, or why it is stale and
+    /// whether that may pass.
+    fn reread_once(
+        &self,
+        node: &Node,
+        captured: &RawElement,
+        toolkit: Toolkit,
+        frame: Frame,
+        geometry: &ScreenGeometry,
+    ) -> std::result::Result<RawElement, (String, bool)> {
+        let proxy = self
+            .accessible(node)
+            .map_err(|e| (format!("it cannot be reached ({e})"), false))?;
+        let states = proxy
+            .get_state()
+            .map_err(|_| ("it is gone".to_string(), false))?;
+        if states.contains(State::Defunct) {
+            return Err(("it is gone".to_string(), false));
+        }
+        let shown = states.contains(State::Showing)
+            || (toolkit.trust_visible && states.contains(State::Visible));
+        if !shown || !states.contains(State::Visible) {
+            return Err(("it is no longer shown".to_string(), true));
+        }
+        read::read_again(self, node, captured, toolkit, frame, geometry)
+            .map_err(|_| ("it is gone".to_string(), false))?
+            .ok_or_else(|| ("it has no extents any more".to_string(), true))
+    }
+
     /// Reads `node` again, as the capture read it.
     fn reread(&mut self, element: &ScreenElement, geometry: &ScreenGeometry) -> Result<RawElement> {
         let node = Node::from_handle(&element.raw.handle)?;
@@ -368,23 +405,22 @@ impl AtspiSource {
         };
         let toolkit = self.toolkits.get(&node.dest).copied().unwrap_or_default();
         let frame = self.frames.get(&node.dest).copied().unwrap_or_default();
-        let proxy = self
-            .accessible(&node)
-            .map_err(|e| stale(format!("it cannot be reached ({e})")))?;
-        let states = proxy
-            .get_state()
-            .map_err(|_| stale("it is gone".to_string()))?;
-        if states.contains(State::Defunct) {
-            return Err(stale("it is gone".to_string()));
-        }
-        let shown = states.contains(State::Showing)
-            || (toolkit.trust_visible && states.contains(State::Visible));
-        if !shown || !states.contains(State::Visible) {
-            return Err(stale("it is no longer shown".to_string()));
-        }
-        let now = read::read_again(self, &node, &element.raw, toolkit, frame, geometry)
-            .map_err(|_| stale("it is gone".to_string()))?
-            .ok_or_else(|| stale("it has no extents any more".to_string()))?;
+        // A browser's tree follows its page from another process: an element may be missing
+        // its states or extents for a moment while the page changes (typing into the field
+        // before it), so what may pass is looked at again for a short while.
+        let started = Instant::now();
+        let now = loop {
+            let attempt = self.reread_once(&node, &element.raw, toolkit, frame, geometry);
+            match attempt {
+                Ok(now) => break now,
+                Err((why, passing)) => {
+                    if !passing || started.elapsed() >= STALE_RECHECK {
+                        return Err(stale(why));
+                    }
+                    std::thread::sleep(STALE_RECHECK_POLL);
+                }
+            }
+        };
         // Object paths can be reused by toolkits: a different role or name is another control.
         let same_name = !element.raw.name_from.is_intrinsic() || now.name == element.raw.name;
         if now.role != element.raw.role || !same_name {
@@ -420,11 +456,19 @@ impl ElementSource for AtspiSource {
             .map(|w| (w.node.dest.clone(), w.frame))
             .collect();
         let mut walk = walk::Walk::new(self, geometry, budget, started);
-        for window in &windows {
-            // A window that closes mid-walk loses its elements, not the capture.
-            if let Err(e) = walk.window(window) {
-                tracing::debug!("accessibility walk of {}: {e}", window.node.handle());
+        loop {
+            for window in &windows {
+                // A window that closes mid-walk loses its elements, not the capture.
+                if let Err(e) = walk.window(window) {
+                    tracing::debug!("accessibility walk of {}: {e}", window.node.handle());
+                }
             }
+            // A page still being built is read again, within the capture's time budget.
+            if !walk.loading || started.elapsed() + LOADING_POLL * 2 >= budget.max_time() {
+                break;
+            }
+            std::thread::sleep(LOADING_POLL);
+            walk.restart();
         }
         let (found, nodes_walked, walk_truncated) = walk.finish();
         let raw = name_fields_by_labels(found);

@@ -499,6 +499,15 @@ pub(super) fn read_element(
             value = read_text(src, node, false).ok().filter(|t| !t.is_empty());
         }
     }
+    // GTK 3 describes a scale by its value ("10"): a name that changes with every move would
+    // make a new id each time, so the value is no name.
+    let value_text = (matches!(kind, "slider" | "spin") && interfaces.contains(Interface::Value))
+        .then(|| src.value(node).and_then(|v| v.current_value()).ok())
+        .flatten()
+        .map(format_number);
+    if value_text.as_deref() == Some(name.as_str()) {
+        name.clear();
+    }
     if name.is_empty() && is_field(kind) && name_from == NameSource::Own {
         let (related, handles) = labelled_by(src, proxy, node, toolkit);
         labels = handles;
@@ -509,7 +518,10 @@ pub(super) fn read_element(
     }
     if name.is_empty() {
         let description = clean_text(&proxy.description().unwrap_or_default());
-        if !description.is_empty() && !named_by_children(kind) {
+        if !description.is_empty()
+            && !named_by_children(kind)
+            && value_text.as_deref() != Some(description.as_str())
+        {
             name = clip_value(&description);
             name_from = NameSource::Description;
         }
@@ -545,7 +557,7 @@ pub(super) fn read_element(
         // A list item or cell may still say something in its description ("Open your
         // personal folder").
         let description = clean_text(&proxy.description().unwrap_or_default());
-        if !description.is_empty() {
+        if !description.is_empty() && value_text.as_deref() != Some(description.as_str()) {
             name = clip_value(&description);
             name_from = NameSource::Description;
         }

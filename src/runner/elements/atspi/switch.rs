@@ -13,7 +13,8 @@
 
 use std::time::{Duration, Instant};
 
-use atspi::proxy::bus::StatusProxyBlocking;
+use atspi::proxy::accessible::AccessibleProxyBlocking;
+use atspi::proxy::bus::{BusProxyBlocking, StatusProxyBlocking};
 use zbus::blocking::Connection;
 
 use crate::error::{Error, Result};
@@ -64,8 +65,11 @@ impl Drop for AccessibilitySwitch {
     }
 }
 
-/// Sets `IsEnabled` on the session bus at `address` and leaves it on: for a session made for
-/// one task, whose applications should start with their trees (as under a screen reader).
+/// Sets `IsEnabled` on the session bus at `address` and leaves it on, and wakes the
+/// accessibility registry: for a session made for one task, whose applications should start
+/// with their trees, as under a screen reader. A Qt application that starts before anything
+/// has called the registry (which the accessibility bus starts on the first call) finds it
+/// unreachable and never registers.
 pub fn switch_on_session(address: &str) -> Result<()> {
     let fail = |e: zbus::Error| {
         Error::runner_caused(
@@ -78,7 +82,20 @@ pub fn switch_on_session(address: &str) -> Result<()> {
         .map_err(fail)?;
     StatusProxyBlocking::new(&session)
         .and_then(|status| status.set_is_enabled(true))
-        .map_err(fail)
+        .map_err(fail)?;
+    let a11y_address = BusProxyBlocking::new(&session)
+        .and_then(|bus| bus.get_address())
+        .map_err(fail)?;
+    let a11y = zbus::blocking::connection::Builder::address(a11y_address.as_str())
+        .and_then(|b| b.build())
+        .map_err(fail)?;
+    AccessibleProxyBlocking::builder(&a11y)
+        .destination(super::REGISTRY)
+        .and_then(|b| b.path(super::ROOT_PATH))
+        .and_then(|b| b.cache_properties(zbus::proxy::CacheProperties::No).build())
+        .and_then(|root| root.get_children())
+        .map_err(fail)?;
+    Ok(())
 }
 
 /// Waits until `count` (the applications registered) has stayed the same for

@@ -55,6 +55,8 @@ pub(super) struct Walk<'a> {
     pub found: Vec<Found>,
     pub nodes: usize,
     pub truncated: bool,
+    /// A document was still loading, or a browser's frame had no document yet.
+    pub loading: bool,
 }
 
 impl<'a> Walk<'a> {
@@ -72,12 +74,20 @@ impl<'a> Walk<'a> {
             found: Vec::new(),
             nodes: 0,
             truncated: false,
+            loading: false,
         }
     }
 
     /// The elements found, the nodes looked at, and whether a budget cut the walk short.
     pub fn finish(self) -> (Vec<Found>, usize, bool) {
         (self.found, self.nodes, self.truncated)
+    }
+
+    /// Starts over (the screen is read again after a document finished loading).
+    pub fn restart(&mut self) {
+        self.found.clear();
+        self.truncated = false;
+        self.loading = false;
     }
 
     /// Whether the walk must stop: out of time, or many more elements found than can be kept
@@ -123,6 +133,14 @@ impl<'a> Walk<'a> {
             return Ok(());
         }
         let role = proxy.get_role()?;
+        if (is_document(role) && states.contains(State::Busy))
+            || (matches!(role, Role::InternalFrame | Role::Embedded)
+                && proxy.child_count().unwrap_or(0) == 0)
+        {
+            // A browser builds a page's tree after it shows the window, and marks a document
+            // that is loading busy: what is read now would be a part.
+            self.loading = true;
+        }
         let rect = read::extents(self.src, node, ctx.frame);
         let escapes = matches!(
             role,
@@ -346,6 +364,19 @@ impl<'a> Walk<'a> {
             labelled_by: vec![],
         });
     }
+}
+
+/// Roles of documents (a browser page, an office document).
+fn is_document(role: Role) -> bool {
+    matches!(
+        role,
+        Role::DocumentWeb
+            | Role::DocumentFrame
+            | Role::DocumentText
+            | Role::DocumentSpreadsheet
+            | Role::DocumentPresentation
+            | Role::DocumentEmail
+    )
 }
 
 /// Roles that scroll their content: their extents clip what is visible below them.
