@@ -120,12 +120,12 @@ fn placement(label: &PixelRect, field: &PixelRect) -> Option<(u8, i32)> {
     let overlap_y = (label.y + label.height).min(field.y + field.height) - label.y.max(field.y);
     let same_row = overlap_y * 2 >= label.height.min(field.height) && overlap_y > 0;
     let left_gap = field.x - (label.x + label.width);
-    if same_row && left_gap >= -EDGE_SLACK_PX && left_gap <= MAX_LEFT_GAP_PX {
+    if same_row && (-EDGE_SLACK_PX..=MAX_LEFT_GAP_PX).contains(&left_gap) {
         return Some((0, left_gap.max(0)));
     }
     let overlap_x = (label.x + label.width).min(field.x + field.width) - label.x.max(field.x);
     let above_gap = field.y - (label.y + label.height);
-    if overlap_x > 0 && above_gap >= -EDGE_SLACK_PX && above_gap <= MAX_ABOVE_GAP_PX {
+    if overlap_x > 0 && (-EDGE_SLACK_PX..=MAX_ABOVE_GAP_PX).contains(&above_gap) {
         return Some((1, above_gap.max(0)));
     }
     None

@@ -9,9 +9,9 @@
 //! inside cells (a browser table's links) are elements of their own. Column headers are
 //! elements too (clicking one sorts, in most toolkits).
 //!
-//! Which rows are in view: a table of at most [`LONG_CHILD_LIST`] rows is read from the top;
-//! a longer one is searched, by a binary search on its rows' extents, or where rows out of
-//! view have none (GTK 3), by asking the table which cell lies at its top left. Reading stops
+//! Which rows are in view: the first is found by a binary search on the rows' extents, or
+//! where rows out of view have none (GTK 3), by asking the table which cell lies at its top
+//! left. Reading stops
 //! at the first row below the view, and a summary element (`table`, `rows 12–31 of 200
 //! shown`) tells the planner how many rows are out of view.
 
@@ -20,7 +20,7 @@ use atspi::proxy::table::TableProxyBlocking;
 use atspi::{Interface, Role, State, StateSet};
 
 use super::read::{self, InputRect, Place, Seen};
-use super::walk::{has_table, Context, Walk, LONG_CHILD_LIST};
+use super::walk::{has_table, Context, Walk};
 use super::{AtspiSource, Frame, Node};
 use crate::runner::elements::labels::Found;
 use crate::runner::elements::{
@@ -74,10 +74,8 @@ pub(super) fn read_rows(walk: &mut Walk<'_>, seen: &Seen<'_>, ctx: &Context) -> 
         }
     }
     let first = match clip {
-        Some(clip) if n_rows as usize > LONG_CHILD_LIST => {
-            first_row_in_view(walk, &table, seen.node, clip, n_rows, ctx.frame)
-        }
-        _ => 0,
+        Some(clip) => first_row_in_view(walk, &table, seen.node, clip, n_rows, ctx.frame),
+        None => 0,
     };
     let row_ctx = Context {
         in_row: true,
@@ -86,7 +84,6 @@ pub(super) fn read_rows(walk: &mut Walk<'_>, seen: &Seen<'_>, ctx: &Context) -> 
     };
     let mut first_shown: Option<usize> = None;
     let mut last_shown = 0;
-    let mut misses = 0;
     for r in first..n_rows {
         if walk.out_of_budget() {
             walk.truncated = true;
@@ -94,10 +91,10 @@ pub(super) fn read_rows(walk: &mut Walk<'_>, seen: &Seen<'_>, ctx: &Context) -> 
         }
         let cells = read_row_cells(walk, &table, &seen.node.dest, r, cols, ctx);
         let Some(rect) = row_rect(&cells) else {
-            if first_shown.is_some() || misses >= MAX_ROWS_OUT_OF_VIEW {
+            // Before the first row in view, a few rows without a place are passed over.
+            if first_shown.is_some() || (r - first) as usize >= MAX_ROWS_OUT_OF_VIEW {
                 break;
             }
-            misses += 1;
             continue;
         };
         if let Some(c) = clip {

@@ -27,7 +27,7 @@ use crate::runner::elements::labels::Found;
 use crate::runner::elements::{ClickVia, ElementBudget, ElementState, NameSource, RawElement};
 
 /// Children of one container beyond which only those in view are looked at.
-pub(super) const LONG_CHILD_LIST: usize = 64;
+const LONG_CHILD_LIST: usize = 64;
 
 /// Where in the tree a node is, as its descendants need to know.
 #[derive(Debug, Clone)]
