@@ -2,7 +2,7 @@
 # Opens a local page in Firefox ESR with a fresh profile and none of its first-run pages, at a
 # fixed size: the browser of the desktop suite's tasks.
 #
-# Usage: firefox_page.sh PAGE.html [WIDTH HEIGHT]
+# Usage: [FIREFOX_PROFILE_DIR=DIR] firefox_page.sh PAGE.html [WIDTH HEIGHT]
 #
 # Firefox builds its accessibility tree only when assistive technology is on (the session's
 # org.a11y.Status.IsEnabled, or GNOME_ACCESSIBILITY=1; the desktop suite sets both).
@@ -10,8 +10,9 @@ set -eu
 page=$(realpath "$1")
 width=${2:-1200}
 height=${3:-760}
-# The profile lives in the working directory (a task's scratch directory, removed with it).
-profile="$PWD/.firefox-profile"
+# The profile lives in the working directory (a task's scratch directory, removed with it),
+# or where FIREFOX_PROFILE_DIR says.
+profile="${FIREFOX_PROFILE_DIR:-$PWD/.firefox-profile}"
 mkdir -p "$profile"
 cat > "$profile/user.js" <<'PREFS'
 user_pref("browser.aboutwelcome.enabled", false);

@@ -38,7 +38,14 @@
 //!   the Accessibility permission, whose absence must read like "no accessibility bus" here.
 //!
 //! Each maps to this trait unchanged: a capture into a table, a refresh by handle, an action by
-//! name, a focus grab.
+//! name, a focus grab, a selection, a value set (`Value.SetValue`, `SelectionItem.Select` in UI
+//! Automation; `kAXValueAttribute`, `kAXSelectedAttribute` in AX).
+//!
+//! # What a capture keeps
+//!
+//! Sources report what they find; two passes shared by every source finish the table:
+//! [`labels`] names the fields left nameless by the label beside or above them, and [`keep`]
+//! says which elements stay when more are in view than the budget holds.
 
 #[cfg(all(target_os = "linux", feature = "accessibility"))]
 mod atspi;

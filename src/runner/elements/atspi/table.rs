@@ -242,7 +242,9 @@ fn read_cell(src: &AtspiSource, node: &Node, ctx: &Context) -> Option<Cell> {
     } else {
         read::child_text(src, node, ctx.toolkit)
     };
-    let actions: Vec<String> = if interfaces.contains(Interface::Action) {
+    // Actions tell a check box cell (which has no text) from others; a row with text reads
+    // its anchor's actions only where a click needs them (`row_element`).
+    let actions: Vec<String> = if text.is_empty() && interfaces.contains(Interface::Action) {
         read::action_names(src, node).unwrap_or_default()
     } else {
         Vec::new()
@@ -313,7 +315,8 @@ fn row_element(walk: &Walk<'_>, cells: &[Cell], selectable: bool, ctx: &Context)
             } else if selectable || anchor.states.contains(State::Selectable) {
                 ClickVia::Select
             } else {
-                read::click_via("row", false, &anchor.actions)
+                let actions = read::action_names(walk.src, &anchor.node).unwrap_or_default();
+                read::click_via("row", false, &actions)
             };
             let from = if anchor.own_named {
                 NameSource::Own
