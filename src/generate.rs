@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 use tokenizers::Tokenizer;
 use toktrie::SimpleVob;
 
+use crate::chat::{self, Role};
 use crate::decode::{Sampler, Sampling};
 use crate::error::{Error, Result};
 use crate::image::{preprocess_bytes, PreprocessConfig};
@@ -206,14 +207,12 @@ impl ChatGenerator {
 
     /// The chat prompt's text (see the module docs), `image_tokens` pads when given.
     pub fn prompt_text(prompt: &str, image_tokens: Option<usize>) -> String {
-        let vision = match image_tokens {
-            Some(n) => format!(
-                "<|vision_start|>{}<|vision_end|>",
-                "<|image_pad|>".repeat(n)
-            ),
-            None => String::new(),
-        };
-        format!("<|im_start|>user\n{vision}{prompt}<|im_end|>\n<|im_start|>assistant\n")
+        let vision = image_tokens.map(chat::image_text).unwrap_or_default();
+        format!(
+            "{}{vision}{prompt}{}",
+            chat::open(Role::User),
+            chat::answer()
+        )
     }
 
     /// The chat prompt's token ids.

@@ -59,29 +59,35 @@
 //! | [`hub`] | model manifests (`models/*.toml`), downloads into the Hugging Face cache, local paths |
 //! | `runner` | the desktop loop (feature `desktop`): xcap capture, elements from the accessibility tree (AT-SPI2), enigo input, safety gates, traces |
 //! | [`kernels`] | the masked pick on the device (CUDA, Metal) and its CPU reference |
-//! | [`keys`] | the key names the grammar offers and the runner presses |
-//! | [`tokenizer`], [`view`], [`error`] | the tokenizer and Qwen's special tokens; building views; [`Error`] |
+//! | [`cpu`] | the CPU the kernels run on: instruction-set detection, dispatch, shared f32 math |
+//! | [`moves`] | the move vocabulary every layer shares: targets and their one parser, action kinds, keys, capabilities, limits, the grader's example record |
+//! | [`chat`], [`tokenizer`], [`view`], [`error`] | Qwen's chat format; the tokenizer and its special tokens; building views; [`Error`] |
+//! | [`settings`], [`exit_code`] | the model flags every command shares, parsed once; the commands' exit codes |
 //! | [`generate`], [`bench`](mod@bench) | free generation and the benchmark behind `sightline generate` / `bench` |
 //!
-//! Dependencies point one way: planner → decode → model (through the trait only) → image.
+//! Dependencies point one way: planner → decode → model (through the trait only) → image;
+//! everyone may use `moves`, `chat`, `cpu` and `error`, which use nothing above them.
 //! `ARCHITECTURE.md` at the repository root has the layers, the data flow of one turn with
 //! the file behind each step, and the design decisions the code relies on.
 
 pub mod bench;
+pub mod chat;
+pub mod cpu;
 pub mod decode;
 pub mod error;
 pub mod eval;
+pub mod exit_code;
 pub mod generate;
 pub mod hub;
-pub mod hub_paths;
 pub mod image;
 pub mod input_file;
 pub mod kernels;
-pub mod keys;
 pub mod model;
+pub mod moves;
 pub mod planner;
 #[cfg(feature = "desktop")]
 pub mod runner;
+pub mod settings;
 pub mod text_norm;
 pub mod tokenizer;
 pub mod view;

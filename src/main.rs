@@ -4,6 +4,8 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use sightline::exit_code;
+use sightline::settings::ModelArgs;
 use tracing_subscriber::EnvFilter;
 
 mod cli;
@@ -47,10 +49,30 @@ enum Command {
     Eval(cli::eval::EvalArgs),
 }
 
+impl Command {
+    /// The model flags of a command that loads a model in this process.
+    fn model_args(&self) -> Option<&ModelArgs> {
+        match self {
+            #[cfg(feature = "desktop")]
+            Command::Run(args) => Some(&args.model),
+            Command::Plan(args) => Some(&args.model),
+            Command::Verify(args) => Some(&args.model),
+            Command::Generate(args) => Some(&args.model),
+            Command::Bench(args) => Some(&args.model),
+            Command::Grader(args) => Some(args.model()),
+            #[cfg(feature = "desktop")]
+            Command::Eval(args) => args.model(),
+            #[cfg(feature = "desktop")]
+            Command::View(_) => None,
+            Command::Models(_) => None,
+        }
+    }
+}
+
 fn main() -> ExitCode {
     // Before any thread starts: a forced low kernel path also holds candle's quantized
     // kernels at AVX2 (see `cpu::apply_forced_path_to_candle`).
-    sightline::model::qwen3_vl::cpu::apply_forced_path_to_candle();
+    sightline::cpu::apply_forced_path_to_candle();
     let cli = Cli::parse();
     let default_level = if cli.verbose { "info" } else { "warn" };
     tracing_subscriber::fmt()
@@ -60,9 +82,13 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let code = match &cli.command {
+    // Before any tensor work: candle's and rayon's pools size themselves once.
+    if let Some(model) = cli.command.model_args() {
+        model.apply_threads();
+    }
+    let result = match &cli.command {
         #[cfg(feature = "desktop")]
-        Command::Run(args) => cli::run::run(args, Some(&model_planner)),
+        Command::Run(args) => cli::run::run(args),
         #[cfg(feature = "desktop")]
         Command::View(args) => cli::view::view(args),
         Command::Plan(args) => cli::plan::plan(args),
@@ -74,31 +100,10 @@ fn main() -> ExitCode {
         #[cfg(feature = "desktop")]
         Command::Eval(args) => cli::eval::eval(args),
     };
+    // The one place an error becomes a line: every command's setup errors read alike.
+    let code = result.unwrap_or_else(|e| {
+        eprintln!("error: {}", cli::error_line(&e));
+        exit_code::USAGE_OR_SETUP
+    });
     ExitCode::from(u8::try_from(code).unwrap_or(1))
-}
-
-/// The `--model` planner of `sightline run`: a [`LocalPlanner`] on the resolved files.
-#[cfg(feature = "desktop")]
-fn model_planner(
-    request: &cli::run::PlannerRequest,
-) -> anyhow::Result<Box<dyn cel_contracts::PlanProducer>> {
-    use cli::resolve::{planner_options, ModelSettings};
-    use sightline::planner::LocalPlanner;
-    let options = planner_options(
-        &request.model,
-        &ModelSettings {
-            device: &request.device,
-            ..ModelSettings::default()
-        },
-    )?;
-    let planner = LocalPlanner::load(&options)?;
-    let report = planner.report();
-    eprintln!(
-        "loaded {} ({}) on {} in {:.1} s",
-        report.model,
-        report.quant,
-        report.device,
-        report.load_time.as_secs_f64()
-    );
-    Ok(Box::new(planner))
 }

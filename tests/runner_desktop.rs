@@ -46,9 +46,10 @@ fn fast_options() -> RunOptions {
             ..RunLimits::default()
         },
         settle: SettleOptions {
-            min_ms: 50,
-            max_ms: 400,
             poll_ms: 60,
+            quiet_ms: 60,
+            react_ms: 400,
+            max_ms: 400,
         },
         step_pause_ms: 30,
         ..RunOptions::default()
@@ -115,7 +116,7 @@ fn typing_into_xterm_runs_the_command_and_writes_the_file() -> anyhow::Result<()
         .view
         .capabilities
         .iter()
-        .any(|c| c.id == sightline::runner::CAPABILITY_NATIVE_INPUT));
+        .any(|c| c.id == sightline::moves::CAPABILITY_NATIVE_INPUT));
     Ok(())
 }
 
@@ -321,8 +322,12 @@ fn destructive_gate_refuses_typed_rm_rf_unless_the_goal_confirms() -> anyhow::Re
         ])
     };
 
+    // One refused batch ends the run here (a failure budget of one): the planner would
+    // otherwise get the next turn, as with any failed batch.
+    let mut one_failure = fast_options();
+    one_failure.max_failures = 1;
     let report = run_blocking(
-        &mut runner(fast_options())?,
+        &mut runner(one_failure.clone())?,
         "clean up the victim directory",
         &script(),
     )?;
@@ -427,27 +432,33 @@ fn budgets_end_runs_as_failed_and_say_which() -> anyhow::Result<()> {
         "{r:?}"
     );
 
-    // max_step_retries: an input device whose typing always fails (recoverably).
-    let planner = ScriptedPlanner::new(vec![batch("type", vec![step("type hi", type_text("hi"))])]);
+    // max_step_retries, then the failure budget: an input device whose typing always fails
+    // (recoverably); each batch retries its step, then ends, and the next turn tries again.
+    let planner = ScriptedPlanner::forever(batch("type", vec![step("type hi", type_text("hi"))]));
     let flaky = FlakyTyping(XDesktop::open(None)?);
-    let mut r2 = Runner::new(Box::new(flaky), fast_options());
+    let mut options = fast_options();
+    options.max_failures = 2;
+    let mut r2 = Runner::new(Box::new(flaky), options);
     let report = run_blocking(&mut r2, "type hi", &planner)?;
     assert_eq!(
         report.end,
         EndReason::BudgetExhausted {
-            budget: Budget::StepRetries
+            budget: Budget::Failures
         }
     );
+    assert_eq!(report.turns, 2);
     let GoalOutcome::Failed(r) = &report.outcome else {
         anyhow::bail!("expected Failed, got {:?}", report.outcome);
     };
+    // The last batch's three tries, the retry budget, then the failure budget.
     assert_eq!(r.failing_step, "type hi");
-    assert_eq!(r.attempts.len(), 4, "{r:?}");
+    assert_eq!(r.attempts.len(), 5, "{r:?}");
     assert!(r.attempts[..3]
         .iter()
         .all(|a| a.contains("keyboard unplugged")));
     assert!(r.attempts[3].contains("max_step_retries"));
-    assert_eq!(report.history.len(), 3);
+    assert!(r.attempts[4].contains("max_failures"));
+    assert_eq!(report.history.len(), 6);
     Ok(())
 }
 
@@ -506,8 +517,15 @@ fn planner_terminals_unexecutable_actions_rejections_and_declines() -> anyhow::R
             },
         )],
     )]);
-    let report = run_blocking(&mut runner(fast_options())?, "read the title", &planner)?;
-    assert_eq!(report.end, EndReason::StepFailed);
+    let mut one_failure = fast_options();
+    one_failure.max_failures = 1;
+    let report = run_blocking(&mut runner(one_failure)?, "read the title", &planner)?;
+    assert_eq!(
+        report.end,
+        EndReason::BudgetExhausted {
+            budget: Budget::Failures
+        }
+    );
     let GoalOutcome::Failed(r) = &report.outcome else {
         anyhow::bail!("expected Failed, got {:?}", report.outcome);
     };
@@ -641,10 +659,16 @@ fn element_ids_need_a_resolver_and_ctrl_c_stops_between_steps() -> anyhow::Resul
     };
     let mut options = fast_options();
     options.elements = vec![ok_button];
+    options.max_failures = 1;
 
     // The default runner knows only xy: points: a clear, non-recoverable error.
     let report = run_blocking(&mut runner(options.clone())?, "press OK", &script())?;
-    assert_eq!(report.end, EndReason::StepFailed);
+    assert_eq!(
+        report.end,
+        EndReason::BudgetExhausted {
+            budget: Budget::Failures
+        }
+    );
     let GoalOutcome::Failed(r) = &report.outcome else {
         anyhow::bail!("expected Failed, got {:?}", report.outcome);
     };
@@ -841,9 +865,10 @@ fn pointer_clicks_land_on_the_visible_centre_and_the_planner_sees_the_elements(
             ..RunLimits::default()
         },
         settle: SettleOptions {
-            min_ms: 50,
-            max_ms: 400,
             poll_ms: 60,
+            quiet_ms: 60,
+            react_ms: 400,
+            max_ms: 400,
         },
         element_click: ElementClick::Pointer,
         ..RunOptions::default()

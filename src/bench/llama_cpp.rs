@@ -239,6 +239,21 @@ pub struct LlamaRun {
     pub repeat: usize,
     /// Longest time one tool run may take.
     pub timeout: Duration,
+    /// Offload every layer to the GPU (`-ngl 999`, the vision tower too), as Sightline runs
+    /// on one; else keep everything on the CPU (`-ngl 0`: a llama.cpp built with a GPU
+    /// backend offloads by default).
+    pub gpu: bool,
+}
+
+impl LlamaRun {
+    /// `-ngl` for this run.
+    fn gpu_layers(&self) -> &'static str {
+        if self.gpu {
+            "999"
+        } else {
+            "0"
+        }
+    }
 }
 
 fn run_with_timeout(mut cmd: Command, timeout: Duration) -> Result<(String, String)> {
@@ -322,6 +337,7 @@ pub fn run_llama_bench(
         .args(["-n", &gen.to_string()])
         .args(["-d", &depth.to_string()])
         .args(["-r", &run.repeat.to_string()])
+        .args(["-ngl", run.gpu_layers()])
         .args(["-o", "json"]);
     let (stdout, _) = run_with_timeout(cmd, run.timeout)?;
     parse_llama_bench_json(&stdout)
@@ -347,12 +363,16 @@ pub fn run_mtmd(
         .args(["--image-max-tokens", &max_visual_tokens.to_string()])
         .args(["-p", "describe", "-n", "1", "-t", &run.threads.to_string()])
         .args(["--temp", "0", "--no-warmup"])
+        .args(["-ngl", run.gpu_layers()])
         // A context for the image and the prompt: the default is the model's trained
         // context (262,144 positions for Qwen3-VL), whose KV cache alone is ~30 GB.
         .args(["-c", &(max_visual_tokens + 512).max(4096).to_string()])
         // Generated GGUFs carry no chat template (nor do the converter-made fixtures);
         // Qwen's is ChatML, and the template does not change the image timings.
         .args(["--chat-template", "chatml"]);
+    if !run.gpu {
+        cmd.arg("--no-mmproj-offload");
+    }
     let (stdout, stderr) = run_with_timeout(cmd, run.timeout)?;
     parse_mtmd_log(&format!("{stdout}\n{stderr}"))
 }

@@ -11,6 +11,7 @@
 //! - [`stages`]: the measurements (load, memory, vision, prefill, decode, grammar, turn).
 //! - [`llama_cpp`]: finding, running and parsing `llama-bench` and `llama-mtmd-cli`.
 //! - [`report`]: the result, as a table or one JSON object.
+//! - [`run`]: one whole run: the model, each stage on the chosen device, llama.cpp alternating.
 
 pub mod generate;
 pub mod gguf_writer;
@@ -18,6 +19,7 @@ pub mod llama_cpp;
 pub mod plan;
 mod planned;
 pub mod report;
+pub mod run;
 mod safetensors_plan;
 pub mod shape;
 pub mod stages;

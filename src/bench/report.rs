@@ -30,7 +30,7 @@ use crate::bench::stages::{
     DecodeResult, GrammarResult, LoadResult, PrefillResult, StageMemory, TurnResult, VisionResult,
     MEMORY_SLACK,
 };
-use crate::model::qwen3_vl::cpu;
+use crate::cpu;
 
 /// Which model was measured.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -54,6 +54,8 @@ pub struct ModelReport {
 /// The machine and build.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct MachineReport {
+    /// The device the model ran on (`Cpu`, `Cuda(…)`, `Metal(…)`).
+    pub device: String,
     /// `--threads`.
     pub threads: usize,
     /// The thread count candle runs with.
@@ -83,7 +85,7 @@ pub struct MachineReport {
 
 impl MachineReport {
     /// Describe this process.
-    pub fn current(threads: usize) -> Self {
+    pub fn current(threads: usize, device: String) -> Self {
         let mut compile = Vec::new();
         for (on, name) in [
             (cfg!(target_feature = "sse4.2"), "sse4.2"),
@@ -135,6 +137,7 @@ impl MachineReport {
             ));
         }
         MachineReport {
+            device,
             threads,
             candle_threads: candle_core::utils::get_num_threads(),
             compile_features: compile,
@@ -337,7 +340,8 @@ impl BenchReport {
         let mc = &self.machine;
         let _ = writeln!(
             s,
-            "  threads {} (candle {}), compiled with [{}], CPU has [{}]",
+            "  device {}, threads {} (candle {}), compiled with [{}], CPU has [{}]",
+            mc.device,
             mc.threads,
             mc.candle_threads,
             mc.compile_features.join(" "),

@@ -160,6 +160,8 @@ pub struct StageOptions {
     pub quantize: Option<GgmlDType>,
     /// Seed of the prompt tokens.
     pub seed: u64,
+    /// Where the model runs; every stage's clock stops after the device has finished.
+    pub device: candle_core::Device,
 }
 
 impl Default for StageOptions {
@@ -172,6 +174,7 @@ impl Default for StageOptions {
             threads: 1,
             quantize: None,
             seed: 7,
+            device: candle_core::Device::Cpu,
         }
     }
 }
@@ -419,6 +422,7 @@ impl StageBench {
         let t = Instant::now();
         let model = Qwen3Vl::load(&LoadOptions {
             quantize: options.quantize,
+            device: options.device.clone(),
             ..LoadOptions::new(source.clone())
         })?;
         let load_ms = ms(t.elapsed());
@@ -494,6 +498,7 @@ impl StageBench {
             pre.push(ms(t.elapsed()));
             let t = Instant::now();
             let encoded = self.model.encode_image(&pixels)?;
+            self.options.device.synchronize()?;
             enc.push(ms(t.elapsed()));
             tokens = encoded.n_tokens();
             patches = pixels.grid_thw.iter().product();

@@ -8,29 +8,17 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use cel_contracts::{CapabilityRef, PlanningScreen, PlanningView};
-use sightline::decode::ActionKind;
 use sightline::eval::desktop::{run_suite, Agent, DesktopEvalOptions};
 use sightline::eval::grounding::{
     click_point, read_records, BoxFormat, GroundingResult, GroundingSummary,
 };
 use sightline::eval::{filter_tasks, load_suite, read_results, RunResult, Shard, Summary};
+use sightline::moves::{ActionKind, CAPABILITY_NATIVE_INPUT, CAPABILITY_VISION};
 use sightline::planner::{LocalPlanner, Turn};
 
-use super::plan::{planner_options, ModelArgs};
-use super::resolve;
-
-/// Exit codes of `sightline eval`.
-pub mod exit_code {
-    /// The evaluation ran and a report was written (whatever the score; with `--oracle`,
-    /// every task passed).
-    pub const SUCCESS: i32 = 0;
-    /// `--oracle`: some task failed with its own oracle replay (a broken task or checker).
-    pub const ORACLE_FAILED: i32 = 1;
-    /// Bad arguments, a bad suite or data file, a model that cannot be resolved.
-    pub const USAGE_OR_SETUP: i32 = 2;
-    /// Stopped by Ctrl-C (the tasks run so far are reported).
-    pub const INTERRUPTED: i32 = 130;
-}
+use sightline::exit_code;
+use sightline::input_file::{self, InputKind};
+use sightline::settings::ModelArgs;
 
 /// Arguments of `sightline eval`.
 #[derive(Debug, Clone, clap::Args)]
@@ -55,18 +43,16 @@ pub struct DesktopArgs {
     /// The suite: a directory of task files.
     #[arg(long, default_value = "evals/desktop")]
     pub suite: PathBuf,
-    /// Model for the agent (as `sightline run --model`). Default: the default manifest.
-    #[arg(long, conflicts_with_all = ["oracle", "replay"])]
-    pub model: Option<String>,
-    /// Device for the model.
-    #[arg(long, default_value = "cpu")]
-    pub device: String,
+    /// The model for the agent, as `sightline run` takes it (each task's `sightline run`
+    /// gets the same flags).
+    #[command(flatten)]
+    pub model: ModelArgs,
     /// Play each task's oracle replay instead of a model: every task must pass.
-    #[arg(long, conflicts_with = "replay")]
+    #[arg(long, conflicts_with_all = ["replay", "model"])]
     pub oracle: bool,
     /// Play this replay for every task (a no-op replay shows the checkers fail when nothing
     /// is done).
-    #[arg(long, value_name = "FILE.jsonl")]
+    #[arg(long, value_name = "FILE.jsonl", conflicts_with = "model")]
     pub replay: Option<PathBuf>,
     /// Only tasks whose name matches one of these comma-separated globs.
     #[arg(long, value_name = "GLOB")]
@@ -144,17 +130,24 @@ pub struct MergeArgs {
 /// Set by the Ctrl-C handler; every wait of an evaluation polls it.
 static STOP: AtomicBool = AtomicBool::new(false);
 
+impl EvalArgs {
+    /// The model flags of the subcommand, where it loads a model.
+    pub fn model(&self) -> Option<&ModelArgs> {
+        match &self.command {
+            EvalCommand::Desktop(a) => Some(&a.model),
+            EvalCommand::Grounding(a) => Some(&a.model),
+            EvalCommand::Merge(_) => None,
+        }
+    }
+}
+
 /// Runs `sightline eval`; returns the exit code.
-pub fn eval(args: &EvalArgs) -> i32 {
-    let result = match &args.command {
+pub fn eval(args: &EvalArgs) -> Result<i32> {
+    match &args.command {
         EvalCommand::Desktop(a) => desktop(a),
         EvalCommand::Grounding(a) => grounding(a),
         EvalCommand::Merge(a) => merge(a),
-    };
-    result.unwrap_or_else(|e| {
-        eprintln!("error: {}", crate::cli::error_line(&e));
-        exit_code::USAGE_OR_SETUP
-    })
+    }
 }
 
 fn desktop(args: &DesktopArgs) -> Result<i32> {
@@ -173,9 +166,9 @@ fn desktop(args: &DesktopArgs) -> Result<i32> {
     if let Some(shard) = args.shard {
         tasks = shard.select(tasks);
     }
-    let agent = match (&args.model, args.oracle, &args.replay) {
-        (_, true, _) => Agent::Oracle,
-        (_, _, Some(replay)) => {
+    let agent = match (args.oracle, &args.replay) {
+        (true, _) => Agent::Oracle,
+        (_, Some(replay)) => {
             anyhow::ensure!(
                 replay.is_file(),
                 "--replay {}: no such file",
@@ -183,15 +176,11 @@ fn desktop(args: &DesktopArgs) -> Result<i32> {
             );
             Agent::Replay(replay.canonicalize()?)
         }
-        (model, false, None) => {
-            let spec = resolve::model_spec(model.as_deref())?;
+        (false, None) => {
             // Resolved once here, so a bad --model is one clear error (and a download happens
             // once) rather than a failure in every task.
-            resolve::resolve_model(Some(&spec))?;
-            Agent::Model {
-                model: spec,
-                device: args.device.clone(),
-            }
+            args.model.resolve()?;
+            Agent::Model(args.model.clone())
         }
     };
     if agent == Agent::Oracle {
@@ -270,7 +259,7 @@ fn desktop(args: &DesktopArgs) -> Result<i32> {
     }
     if options.agent == Agent::Oracle && summary.passed < summary.runs {
         eprintln!("oracle runs must all pass: a task or its checker is broken");
-        return Ok(exit_code::ORACLE_FAILED);
+        return Ok(exit_code::FAILED);
     }
     Ok(exit_code::SUCCESS)
 }
@@ -320,7 +309,7 @@ fn grounding(args: &GroundingArgs) -> Result<i32> {
     if let Some(n) = args.limit {
         records.truncate(n);
     }
-    let mut options = planner_options(&args.model, None)?;
+    let mut options = args.model.resolve_planner_options()?;
     // One click is the only answer the grammar allows in a batch (done/fail/clarify remain
     // possible and score as misses).
     options.grammar.actions = vec![ActionKind::Click];
@@ -344,8 +333,8 @@ fn grounding(args: &GroundingArgs) -> Result<i32> {
         if STOP.load(Ordering::SeqCst) {
             break;
         }
-        let png = std::fs::read(&rec.image)
-            .with_context(|| format!("line {}: {}: cannot read", rec.line, rec.image.display()))?;
+        let png = input_file::read_bytes(&rec.image, InputKind::Image)
+            .with_context(|| format!("line {}", rec.line))?;
         let (width, height) = image::image_dimensions(&rec.image)
             .with_context(|| format!("line {}: {}: not an image", rec.line, rec.image.display()))?;
         let view = grounding_view(&rec.instruction, width, height);
@@ -404,13 +393,13 @@ fn grounding_view(instruction: &str, width: u32, height: u32) -> PlanningView {
     PlanningView {
         capabilities: vec![
             CapabilityRef {
-                id: "native_input".into(),
+                id: CAPABILITY_NATIVE_INPUT.into(),
                 detail: Some(format!(
                     "mouse and keyboard; targets as xy:X,Y in 0-1000 over the {width}x{height} screenshot"
                 )),
             },
             CapabilityRef {
-                id: "vision".into(),
+                id: CAPABILITY_VISION.into(),
                 detail: None,
             },
         ],

@@ -15,16 +15,10 @@ use sightline::generate::{
 use sightline::model::weights::LoadOptions;
 use sightline::{Qwen3Vl, VisionLanguageModel};
 
-use crate::cli::plan::{planner_options, read_screenshot, ModelArgs};
+use sightline::exit_code;
+use sightline::settings::ModelArgs;
 
-/// Exit codes of `sightline generate`.
-pub mod exit_code {
-    /// The text was printed.
-    pub const SUCCESS: i32 = 0;
-    /// A model, tokenizer or image that cannot be read, a device that cannot be had, a
-    /// failed write of the logits: a setup error, clap's usage code 2 like every command.
-    pub const FAILED: i32 = 2;
-}
+use crate::cli::plan::read_screenshot;
 
 /// Arguments of `sightline generate`.
 #[derive(Debug, Clone, clap::Args)]
@@ -83,14 +77,8 @@ pub fn parse_top_p(s: &str) -> Result<f32, String> {
 const DEFAULT_TOP_P: f32 = 0.95;
 
 /// Runs `sightline generate`; returns the exit code.
-pub fn generate(args: &GenerateArgs) -> i32 {
-    match generate_inner(args) {
-        Ok(()) => exit_code::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {}", crate::cli::error_line(&e));
-            exit_code::FAILED
-        }
-    }
+pub fn generate(args: &GenerateArgs) -> Result<i32> {
+    generate_inner(args).map(|()| exit_code::SUCCESS)
 }
 
 fn generate_inner(args: &GenerateArgs) -> Result<()> {
@@ -107,7 +95,7 @@ fn generate_inner(args: &GenerateArgs) -> Result<()> {
     if let Some(path) = &args.dump_logits {
         crate::cli::dump_path::check_output_path(path)?;
     }
-    let options = planner_options(&args.model, None)?;
+    let options = args.model.resolve_planner_options()?;
     let device = options.device.resolve()?;
     let started = Instant::now();
     let mut model = Qwen3Vl::load(&LoadOptions {

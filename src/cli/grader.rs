@@ -5,13 +5,15 @@
 //! fits the `(5, hidden)` head by logistic regression on a seeded split, prints the
 //! held-out accuracy and writes the head as safetensors for `verify --grader-head`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use sightline::planner::grader::{fit_head, FitOptions, GraderExample};
+use sightline::moves::GraderExample;
+use sightline::planner::grader::{fit_head, read_examples, FitOptions};
 use sightline::planner::{LocalPlanner, Turn};
 
-use super::plan::{planner_options, ModelArgs};
+use sightline::exit_code;
+use sightline::settings::ModelArgs;
 
 /// Arguments of `sightline grader`.
 #[derive(Debug, Clone, clap::Args)]
@@ -46,35 +48,18 @@ pub struct FitArgs {
     pub held_out: f32,
 }
 
-/// Runs `sightline grader …`; returns the exit code.
-pub fn grader(args: &GraderArgs) -> i32 {
-    let GraderCommand::Fit(fit) = &args.command;
-    match fit_inner(fit) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("error: {}", crate::cli::error_line(&e));
-            2
-        }
+impl GraderArgs {
+    /// The model flags of the subcommand.
+    pub fn model(&self) -> &ModelArgs {
+        let GraderCommand::Fit(fit) = &self.command;
+        &fit.model
     }
 }
 
-fn read_examples(path: &Path) -> Result<Vec<GraderExample>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("{}: cannot read", path.display()))?;
-    let base = path.parent().unwrap_or(Path::new("."));
-    let mut out = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let mut example: GraderExample = serde_json::from_str(line)
-            .with_context(|| format!("{} line {}: not a grader example", path.display(), n + 1))?;
-        if example.screenshot.is_relative() {
-            example.screenshot = base.join(&example.screenshot);
-        }
-        out.push(example);
-    }
-    Ok(out)
+/// Runs `sightline grader …`; returns the exit code.
+pub fn grader(args: &GraderArgs) -> Result<i32> {
+    let GraderCommand::Fit(fit) = &args.command;
+    fit_inner(fit).map(|()| exit_code::SUCCESS)
 }
 
 fn fit_inner(args: &FitArgs) -> Result<()> {
@@ -89,12 +74,11 @@ fn fit_inner(args: &FitArgs) -> Result<()> {
             examples.len()
         );
     }
-    let planner = LocalPlanner::load(&planner_options(&args.model, None)?)?;
+    let planner = LocalPlanner::load(&args.model.resolve_planner_options()?)?;
     let memory = serde_json::Value::Null;
     let mut features = Vec::with_capacity(examples.len());
     for example in &examples {
-        let screenshot = std::fs::read(&example.screenshot)
-            .with_context(|| format!("{}: cannot read", example.screenshot.display()))?;
+        let screenshot = crate::cli::plan::read_screenshot(&example.screenshot)?;
         let view = example
             .view
             .clone()
@@ -125,7 +109,7 @@ fn fit_inner(args: &FitArgs) -> Result<()> {
             ..FitOptions::default()
         },
     )?;
-    report.save(&args.out)?;
+    report.save(&args.out, planner.grader_setup())?;
     println!(
         "{}",
         serde_json::json!({

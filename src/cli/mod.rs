@@ -9,7 +9,6 @@ pub mod generate;
 pub mod grader;
 pub mod models;
 pub mod plan;
-pub mod resolve;
 #[cfg(feature = "desktop")]
 pub mod run;
 #[cfg(feature = "desktop")]

@@ -1,22 +1,11 @@
-//! `sightline models list | pull ID | info ID`: the shipped manifests, downloads into the
-//! Hugging Face cache, and what is cached.
+//! `sightline models list [--cached] | pull ID | info ID | rm ID`: the manifests (shipped and
+//! the user's), downloads into the Hugging Face cache, what is cached, and removing it.
 
 use std::io::Write;
 
 use sightline::hub::{self, Hub, ModelFiles, ModelManifest, ModelSpec, ResolvedModel};
 use sightline::model::qwen3_vl::WeightSource;
 use sightline::model::weights::{LoadOptions, ModelSource};
-
-/// Exit codes of `sightline models`.
-pub mod exit_code {
-    /// Done.
-    pub const SUCCESS: i32 = 0;
-    /// A download or resolution failed (offline with nothing cached, network error, missing
-    /// file, a mirror's unsafe answer): a setup error, the same code every command uses.
-    pub const FAILED: i32 = 2;
-    /// An unknown model id or malformed argument (clap's usage-error code).
-    pub const USAGE: i32 = 2;
-}
 
 /// Arguments of `sightline models`.
 #[derive(Debug, Clone, clap::Args)]
@@ -29,8 +18,14 @@ pub struct ModelsArgs {
 /// `sightline models` subcommands.
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum ModelsCommand {
-    /// List the supported models and whether their default files are cached.
-    List,
+    /// List the models (the shipped manifests and the user's, from
+    /// `$XDG_CONFIG_HOME/sightline/models/*.toml`) and whether their default files are cached.
+    List {
+        /// Instead, list every model repo in the Hugging Face cache: its size, the revisions
+        /// fetched (with their commits), its files, and partial downloads.
+        #[arg(long)]
+        cached: bool,
+    },
     /// Download a model's files into the Hugging Face cache (progress on stderr).
     Pull {
         /// Manifest id (`qwen3-vl-2b`, `qwen3-vl-4b:q8_0`, `qwen3-vl-2b:safetensors`) or Hub
@@ -46,35 +41,32 @@ pub enum ModelsCommand {
         /// Manifest id, Hub repo id or local path.
         id: String,
     },
+    /// Remove a model from the Hugging Face cache: a manifest id removes its GGUF and
+    /// safetensors repos, `ID:VARIANT` only that quant's text GGUF (the vision tower and
+    /// tokenizer are shared by the variants), a Hub repo id (`owner/name`) that repo.
+    Rm {
+        /// Manifest id (optionally `:variant`) or Hub repo id.
+        id: String,
+        /// Only say what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
-/// Runs `sightline models` on stdout (errors on stderr) and returns the exit code.
-pub fn models(args: &ModelsArgs) -> i32 {
+/// Runs `sightline models` on stdout and returns the exit code; errors go to `main`.
+pub fn models(args: &ModelsArgs) -> anyhow::Result<i32> {
     let mut stdout = std::io::stdout();
-    let result = dispatch(args, &Hub::from_env(), &mut stdout);
-    exit_for(result, &mut std::io::stderr())
+    dispatch(args, &Hub::from_env(), &mut stdout)?;
+    Ok(sightline::exit_code::SUCCESS)
 }
 
 fn dispatch(args: &ModelsArgs, hub: &Hub, out: &mut dyn Write) -> sightline::Result<()> {
     match &args.command {
-        ModelsCommand::List => list(hub, out),
+        ModelsCommand::List { cached: false } => list(hub, out),
+        ModelsCommand::List { cached: true } => list_cached(hub, out),
+        ModelsCommand::Rm { id, dry_run } => remove(hub, id, *dry_run, out),
         ModelsCommand::Pull { id } => pull(hub, id, out),
         ModelsCommand::Info { id } => info(hub, id, out),
-    }
-}
-
-fn exit_for(result: sightline::Result<()>, errors: &mut dyn Write) -> i32 {
-    match result {
-        Ok(()) => exit_code::SUCCESS,
-        Err(e) => {
-            let _ = writeln!(errors, "error: {e}");
-            match e {
-                sightline::Error::Hub { ref reason, .. } if reason.starts_with("unknown") => {
-                    exit_code::USAGE
-                }
-                _ => exit_code::FAILED,
-            }
-        }
     }
 }
 
@@ -82,7 +74,7 @@ fn cached_state(hub: &Hub, m: &ModelManifest, variant: &str) -> sightline::Resul
     let files = m.files_for(Some(variant))?;
     let cached = files
         .iter()
-        .filter(|f| hub.cached(&f.repo, "main", &f.file).is_some())
+        .filter(|f| hub.cached(&f.repo, &f.revision, &f.file).is_some())
         .count();
     Ok((cached, files.len()))
 }
@@ -93,7 +85,7 @@ fn list(hub: &Hub, out: &mut dyn Write) -> sightline::Result<()> {
         "{:<14} {:<24} {:<28} {:>13}  cached",
         "id", "name", "variants", "visual tokens"
     );
-    for m in hub::builtin_manifests()? {
+    for m in hub::manifests()? {
         let (cached, total) = cached_state(hub, &m, &m.default_variant)?;
         let _ = writeln!(
             out,
@@ -115,6 +107,139 @@ fn list(hub: &Hub, out: &mut dyn Write) -> sightline::Result<()> {
         );
     }
     let _ = writeln!(out, "cache: {}", hub.cache_dir().display());
+    if let Some(dir) = hub::user_manifest_dir() {
+        let _ = writeln!(out, "user manifests: {}/*.toml", dir.display());
+    }
+    Ok(())
+}
+
+/// Every repo in the cache: size, revisions, files, partial downloads.
+fn list_cached(hub: &Hub, out: &mut dyn Write) -> sightline::Result<()> {
+    let repos = hub.scan_cache()?;
+    if repos.is_empty() {
+        let _ = writeln!(out, "no models cached in {}", hub.cache_dir().display());
+        return Ok(());
+    }
+    let _ = writeln!(
+        out,
+        "{:<44} {:>10} {:>6}  revisions",
+        "repo", "size", "files"
+    );
+    let mut total = 0;
+    for r in &repos {
+        let revisions: Vec<String> = r
+            .refs
+            .iter()
+            .map(|(rev, commit)| format!("{rev}@{}", &commit[..commit.len().min(12)]))
+            .collect();
+        let partial = if r.partial_bytes > 0 {
+            format!(
+                "  (+{} partial, resumed by the next pull)",
+                human_bytes(r.partial_bytes)
+            )
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "{:<44} {:>10} {:>6}  {}{partial}",
+            r.repo,
+            human_bytes(r.bytes),
+            r.files.len(),
+            if revisions.is_empty() {
+                "-".to_string()
+            } else {
+                revisions.join(", ")
+            }
+        );
+        for f in &r.files {
+            let _ = writeln!(
+                out,
+                "    {:<52} {:>10}  {}",
+                f.name,
+                human_bytes(f.bytes),
+                &f.commit[..f.commit.len().min(12)]
+            );
+        }
+        total += r.bytes + r.partial_bytes;
+    }
+    let _ = writeln!(
+        out,
+        "{} repos, {} in {}",
+        repos.len(),
+        human_bytes(total),
+        hub.cache_dir().display()
+    );
+    Ok(())
+}
+
+/// `models rm`: see [`ModelsCommand::Rm`].
+fn remove(hub: &Hub, id: &str, dry_run: bool, out: &mut dyn Write) -> sightline::Result<()> {
+    let id = id.trim();
+    let mut removed = Vec::new();
+    if id.contains('/') {
+        let repo = id.split(['@', ':']).next().unwrap_or(id);
+        if repo != id {
+            return Err(sightline::Error::hub(
+                id,
+                "unknown form for rm: name the repo alone (owner/name); it is removed with \
+                 every revision and file",
+            ));
+        }
+        removed.extend(hub.remove_repo(repo, dry_run)?);
+    } else {
+        let (name, variant) = match id.split_once(':') {
+            Some((n, v)) => (n, Some(v)),
+            None => (id, None),
+        };
+        let m = hub::find_manifest(name)?.ok_or_else(|| {
+            sightline::Error::hub(
+                id,
+                "unknown model; use a manifest id (`sightline models list`) or a Hub repo id \
+                 (`sightline models list --cached`)",
+            )
+        })?;
+        match variant {
+            None => {
+                for repo in [&m.gguf.repo, &m.safetensors.repo] {
+                    removed.extend(hub.remove_repo(repo, dry_run)?);
+                }
+            }
+            Some(v) => {
+                let files = m.files_for(Some(v))?;
+                let is_safetensors = files.iter().all(|f| f.repo == m.safetensors.repo);
+                if is_safetensors {
+                    removed.extend(hub.remove_repo(&m.safetensors.repo, dry_run)?);
+                } else if let Some(text) = files.first() {
+                    removed.push(hub.remove_files(&m.gguf.repo, &[&text.file], dry_run)?);
+                }
+            }
+        }
+    }
+    let verb = if dry_run { "would remove" } else { "removed" };
+    let mut bytes = 0;
+    let mut any = false;
+    for r in &removed {
+        for repo in &r.repos {
+            let _ = writeln!(out, "{verb} {repo}");
+            any = true;
+        }
+        for f in &r.files {
+            let _ = writeln!(out, "{verb} {f}");
+            any = true;
+        }
+        bytes += r.bytes;
+    }
+    if any {
+        let _ = writeln!(
+            out,
+            "{} {}",
+            if dry_run { "would free" } else { "freed" },
+            human_bytes(bytes)
+        );
+    } else {
+        let _ = writeln!(out, "{id}: nothing cached in {}", hub.cache_dir().display());
+    }
     Ok(())
 }
 
@@ -177,7 +302,7 @@ fn info(hub: &Hub, id: &str, out: &mut dyn Write) -> sightline::Result<()> {
                 let _ = writeln!(out, "  variant {v}:");
                 for f in m.files_for(Some(&v))? {
                     let state = hub
-                        .cached(&f.repo, "main", &f.file)
+                        .cached(&f.repo, &f.revision, &f.file)
                         .map(|p| format!("cached at {}", p.display()))
                         .unwrap_or_else(|| "not cached".into());
                     let _ = writeln!(out, "    {} / {}  ({state})", f.repo, f.file);

@@ -7,45 +7,18 @@ use anyhow::{Context, Result};
 use cel_contracts::{AttemptRecord, PlanningView};
 use serde::de::DeserializeOwned;
 use sightline::decode::{check_top_p, Sampling};
-use sightline::image::{InputLimits, MAX_VISUAL_TOKENS};
+use sightline::exit_code;
+use sightline::image::InputLimits;
 use sightline::input_file::{self, InputKind};
-use sightline::planner::{LocalPlanner, PlannerOptions, Turn, TurnStats};
-
-use crate::cli::resolve::{self, resolve_model, ModelSettings};
-
-/// Exit codes of `plan` and `verify`.
-pub mod exit_code {
-    /// The move or verdict was printed.
-    pub const SUCCESS: i32 = 0;
-    /// `verify` printed a verdict that rejects the claim.
-    pub const NOT_VERIFIED: i32 = 1;
-    /// Bad arguments, a bad file, a model that cannot be loaded.
-    pub const USAGE_OR_SETUP: i32 = 2;
-}
-
-/// The model options `plan` and `verify` share.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ModelArgs {
-    /// Model: a manifest id (`qwen3-vl-2b`, `qwen3-vl-4b:q8_0`), a Hub repo id or a local path.
-    /// Default: the manifest marked default.
-    #[arg(long)]
-    pub model: Option<String>,
-    /// Device: auto, cpu, cuda, cuda:N, metal.
-    #[arg(long, default_value = "auto")]
-    pub device: String,
-    /// Quantize a safetensors model while loading: q8_0, q6k, q5k, q4k.
-    #[arg(long)]
-    pub quantize: Option<String>,
-    /// Most visual tokens per screenshot, 1 to 100,000 (default: the model manifest's budget).
-    #[arg(long, value_parser = parse_visual_tokens)]
-    pub max_visual_tokens: Option<usize>,
-}
+use sightline::planner::{LocalPlanner, Turn, TurnStats};
+use sightline::settings::ModelArgs;
 
 /// Arguments of `sightline plan`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct PlanArgs {
-    /// The goal.
-    pub goal: String,
+    /// The goal (with --trace: default, the run's goal).
+    #[cfg_attr(feature = "desktop", arg(required_unless_present = "trace"))]
+    pub goal: Option<String>,
     #[command(flatten)]
     pub model: ModelArgs,
     /// The screenshot (PNG or JPEG); without one the turn is text-only.
@@ -57,6 +30,16 @@ pub struct PlanArgs {
     /// Earlier attempts: a JSON array of `AttemptRecord`s.
     #[arg(long)]
     pub history: Option<PathBuf>,
+    /// Plan a turn of a run's trace again (`run --trace DIR`): its view, its screenshot and
+    /// the history the planner had at that turn. With --show-prompt, the prompt that turn's
+    /// planner read.
+    #[cfg(feature = "desktop")]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["screenshot", "view", "history"])]
+    pub trace: Option<PathBuf>,
+    /// With --trace: the turn to plan, from 1 (default: the last one).
+    #[cfg(feature = "desktop")]
+    #[arg(long, requires = "trace")]
+    pub turn: Option<u32>,
     /// Shared memory: any JSON value.
     #[arg(long)]
     pub memory: Option<PathBuf>,
@@ -110,31 +93,13 @@ pub struct VerifyArgs {
 }
 
 /// Runs `sightline plan`; returns the exit code.
-pub fn plan(args: &PlanArgs) -> i32 {
-    report(plan_inner(args).map(|()| exit_code::SUCCESS))
+pub fn plan(args: &PlanArgs) -> Result<i32> {
+    plan_inner(args).map(|()| exit_code::SUCCESS)
 }
 
 /// Runs `sightline verify`; returns the exit code.
-pub fn verify(args: &VerifyArgs) -> i32 {
-    report(verify_inner(args))
-}
-
-fn report(result: Result<i32>) -> i32 {
-    result.unwrap_or_else(|e| {
-        eprintln!("error: {}", crate::cli::error_line(&e));
-        exit_code::USAGE_OR_SETUP
-    })
-}
-
-/// `--max-visual-tokens`: 1 to [`MAX_VISUAL_TOKENS`], so 0 and absurd values are usage
-/// errors naming the flag (clap prints it and exits 2), never a wrapped budget.
-pub fn parse_visual_tokens(s: &str) -> std::result::Result<usize, String> {
-    let n: usize = s.parse().map_err(|e| format!("{e}"))?;
-    if (1..=MAX_VISUAL_TOKENS).contains(&n) {
-        Ok(n)
-    } else {
-        Err(format!("expected 1 to {MAX_VISUAL_TOKENS} visual tokens"))
-    }
+pub fn verify(args: &VerifyArgs) -> Result<i32> {
+    verify_inner(args)
 }
 
 fn plan_inner(args: &PlanArgs) -> Result<()> {
@@ -147,26 +112,19 @@ fn plan_inner(args: &PlanArgs) -> Result<()> {
             None
         }
     };
-    let view = match &args.view {
-        Some(path) => read_json::<PlanningView>(path, InputKind::View)?,
-        None => sightline::view::empty_view(&args.goal),
-    };
-    let history: Vec<AttemptRecord> = match &args.history {
-        Some(path) => read_json(path, InputKind::History)?,
-        None => Vec::new(),
-    };
+    let TurnFiles {
+        goal,
+        view,
+        history,
+        screenshot,
+    } = turn_files(args)?;
     let memory = match &args.memory {
         Some(path) => read_json(path, InputKind::Memory)?,
         None => serde_json::Value::Null,
     };
-    let screenshot = args
-        .screenshot
-        .as_deref()
-        .map(read_screenshot)
-        .transpose()?;
     // The clarify rule needs no model: answer before resolving or loading one (the planner
     // would give the same answer as its first step, after a load of seconds).
-    if let Some(question) = sightline::planner::clarify::clarify_question(&args.goal, &view) {
+    if let Some(question) = sightline::planner::clarify::clarify_question(&goal, &view) {
         println!(
             "{}",
             serde_json::to_string(&cel_contracts::NextMove::Clarify { question })?
@@ -178,14 +136,14 @@ fn plan_inner(args: &PlanArgs) -> Result<()> {
         }
         return Ok(());
     }
-    let mut options = planner_options(&args.model, None)?;
+    let mut options = args.model.resolve_planner_options()?;
     if let Some(sampling) = sampling {
         options.decode.sampling = sampling;
     }
     options.grammar.limits.thought_tokens = args.think_tokens;
     let planner = LocalPlanner::load(&options)?;
     let result = planner.plan(&Turn {
-        goal: &args.goal,
+        goal: &goal,
         history: &history,
         shared_memory: &memory,
         view: &view,
@@ -202,13 +160,80 @@ fn plan_inner(args: &PlanArgs) -> Result<()> {
     Ok(())
 }
 
+/// What one `plan` turn is made of: from the flags, or from a turn of a trace.
+struct TurnFiles {
+    goal: String,
+    view: PlanningView,
+    history: Vec<AttemptRecord>,
+    screenshot: Option<Vec<u8>>,
+}
+
+fn turn_files(args: &PlanArgs) -> Result<TurnFiles> {
+    #[cfg(feature = "desktop")]
+    if let Some(dir) = &args.trace {
+        return trace_turn(dir, args.turn, args.goal.as_deref());
+    }
+    let goal = args.goal.clone().unwrap_or_default();
+    let view = match &args.view {
+        Some(path) => read_json::<PlanningView>(path, InputKind::View)?,
+        None => sightline::view::empty_view(&goal),
+    };
+    let history: Vec<AttemptRecord> = match &args.history {
+        Some(path) => read_json(path, InputKind::History)?,
+        None => Vec::new(),
+    };
+    let screenshot = args
+        .screenshot
+        .as_deref()
+        .map(read_screenshot)
+        .transpose()?;
+    Ok(TurnFiles {
+        goal,
+        view,
+        history,
+        screenshot,
+    })
+}
+
+/// Turn `turn` (default: the last) of the trace in `dir`, as its planner saw it.
+#[cfg(feature = "desktop")]
+fn trace_turn(dir: &Path, turn: Option<u32>, goal: Option<&str>) -> Result<TurnFiles> {
+    use sightline::runner::trace::{history_before, read_meta, read_turns};
+    let meta = read_meta(dir)?;
+    let turns = read_turns(dir)?;
+    let record = match turn {
+        Some(n) => turns.iter().find(|t| t.turn == n),
+        None => turns.last(),
+    }
+    .with_context(|| {
+        format!(
+            "{}: no turn {} (the trace has {} turns)",
+            dir.display(),
+            turn.map_or("at all".to_string(), |n| n.to_string()),
+            turns.len()
+        )
+    })?;
+    let screenshot = record
+        .screenshot
+        .as_deref()
+        .map(|rel| read_screenshot(&dir.join(rel)))
+        .transpose()?;
+    Ok(TurnFiles {
+        goal: goal.map_or(meta.goal, str::to_string),
+        view: record.view.clone(),
+        history: history_before(&turns, record.turn),
+        screenshot,
+    })
+}
+
 fn verify_inner(args: &VerifyArgs) -> Result<i32> {
     let view = match &args.view {
         Some(path) => read_json::<PlanningView>(path, InputKind::View)?,
         None => sightline::view::empty_view(&args.goal),
     };
     let screenshot = read_screenshot(&args.screenshot)?;
-    let mut options = planner_options(&args.model, args.grader_head.clone())?;
+    let mut options = args.model.resolve_planner_options()?;
+    options.grader_head = args.grader_head.clone();
     options.grader_threshold = args.threshold;
     let planner = LocalPlanner::load(&options)?;
     let memory = serde_json::Value::Null;
@@ -229,23 +254,8 @@ fn verify_inner(args: &VerifyArgs) -> Result<i32> {
     Ok(if verdict.verified {
         exit_code::SUCCESS
     } else {
-        exit_code::NOT_VERIFIED
+        exit_code::FAILED
     })
-}
-
-/// Resolve `--model` (manifest, Hub repo or path; downloading when needed) into options.
-pub fn planner_options(args: &ModelArgs, grader_head: Option<PathBuf>) -> Result<PlannerOptions> {
-    let resolved = resolve_model(args.model.as_deref())?;
-    let mut options = resolve::planner_options(
-        &resolved,
-        &ModelSettings {
-            device: &args.device,
-            quantize: args.quantize.as_deref(),
-            max_visual_tokens: args.max_visual_tokens,
-        },
-    )?;
-    options.grader_head = grader_head;
-    Ok(options)
 }
 
 /// Reads a screenshot or image through [`input_file`] and decodes it once to check it, so a

@@ -2,35 +2,20 @@
 //! budget, printing one line per batch and per step, then the outcome.
 //!
 //! The planner is a replay (`--replay FILE.jsonl` or a trace directory) or a model
-//! (`--model`), built by a [`PlannerFactory`] the binary supplies once the local planner
-//! exists; without one, `--model` is a setup error that says so.
+//! (`--model`, a [`LocalPlanner`]). The display is opened before the model is resolved, so a
+//! run that cannot see a screen says so before any download or load.
 
 use std::io::Write;
 use std::path::PathBuf;
 
-use crate::cli::resolve;
-use cel_contracts::{DoneVerdict, GoalOutcome, PlanProducer, RunLimits, Step, StepResult};
-use sightline::hub::ResolvedModel;
+use cel_contracts::{DoneVerdict, GoalOutcome, PlanProducer, Step, StepResult};
+use sightline::exit_code;
+use sightline::planner::LocalPlanner;
 use sightline::runner::{
-    describe_action, ConfirmPrompt, EndReason, ReplayPlanner, RunObserver, RunOptions, RunReport,
-    Runner, StopFlag, TerminalPrompt, XDesktop,
+    describe_action, ConfirmPrompt, EndReason, PlannerStats, ReplayPlanner, RunObserver,
+    RunOptions, RunReport, Runner, StopFlag, TerminalPrompt, XDesktop,
 };
-
-/// Exit codes of `sightline run`.
-pub mod exit_code {
-    /// The goal succeeded (`done`, verified).
-    pub const SUCCESS: i32 = 0;
-    /// The run failed: the planner gave up or errored, a step failed, a budget ran out.
-    pub const FAILED: i32 = 1;
-    /// Bad arguments or setup: unknown model, no display, no input backend, unreadable replay,
-    /// no planner for `--model`. Matches clap's own exit code for usage errors.
-    pub const USAGE_OR_SETUP: i32 = 2;
-    /// The agent refused: the planner asked to clarify, the destructive-step gate refused a
-    /// step, or the user declined a batch at `--confirm`.
-    pub const REFUSED: i32 = 3;
-    /// The user stopped the run: Ctrl-C or the top-left-corner fail-safe (128 + SIGINT).
-    pub const INTERRUPTED: i32 = 130;
-}
+use sightline::settings::{ModelArgs, RunBudgetArgs};
 
 /// Arguments of `sightline run`.
 #[derive(Debug, Clone, clap::Args)]
@@ -38,26 +23,14 @@ pub struct RunArgs {
     /// The goal, in plain words. Destructive steps (deleting, closing without saving, paying,
     /// sending) run only when the goal confirms them ("... I confirm the deletion").
     pub goal: String,
-    /// Model: a manifest id (`qwen3-vl-2b`, `qwen3-vl-4b:q8_0`), a Hub repo id or a local path.
-    /// Default: the manifest marked default.
-    #[arg(long, conflicts_with = "replay")]
-    pub model: Option<String>,
+    #[command(flatten)]
+    pub model: ModelArgs,
     /// Replay recorded moves (JSONL of NextMoves or a trace's turns.jsonl, or a trace
     /// directory) instead of asking a model.
-    #[arg(long, value_name = "FILE.jsonl")]
+    #[arg(long, value_name = "FILE.jsonl", conflicts_with = "model")]
     pub replay: Option<PathBuf>,
-    /// Device for the model: cpu, cuda, cuda:N, metal.
-    #[arg(long, default_value = "cpu")]
-    pub device: String,
-    /// Step budget: the run fails when this many steps have run.
-    #[arg(long, default_value_t = 30)]
-    pub max_steps: u32,
-    /// Wall-clock budget in seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
-    pub timeout: u64,
-    /// Attempts per step before the run fails.
-    #[arg(long, default_value_t = 3)]
-    pub max_step_retries: u32,
+    #[command(flatten)]
+    pub budget: RunBudgetArgs,
     /// Plan and print, execute no input.
     #[arg(long)]
     pub dry_run: bool,
@@ -75,18 +48,6 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_elements: bool,
 }
-
-/// What a planner factory gets to build a model planner from.
-#[derive(Debug, Clone)]
-pub struct PlannerRequest {
-    /// The resolved model files.
-    pub model: ResolvedModel,
-    /// The `--device` value.
-    pub device: String,
-}
-
-/// Builds the model planner for `--model`. The binary passes one once `LocalPlanner` exists.
-pub type PlannerFactory = dyn Fn(&PlannerRequest) -> anyhow::Result<Box<dyn PlanProducer>>;
 
 /// Where the run's side inputs come from; the CLI uses [`RunEnv::terminal`], tests their own.
 pub struct RunEnv<'a> {
@@ -112,42 +73,20 @@ impl<'a> RunEnv<'a> {
     }
 }
 
-/// Runs `sightline run` on the terminal and returns the exit code.
-/// Progress and the outcome go to stdout, a setup error to stderr.
-pub fn run(args: &RunArgs, model_planner: Option<&PlannerFactory>) -> i32 {
+/// Runs `sightline run` on the terminal and returns the exit code. Progress and the
+/// outcome go to stdout; a setup error is returned for `main` to print.
+pub fn run(args: &RunArgs) -> anyhow::Result<i32> {
     let mut stdout = std::io::stdout();
-    let mut stderr = std::io::stderr();
-    run_reporting(
-        args,
-        model_planner,
-        RunEnv::terminal(&mut stdout),
-        &mut stderr,
-    )
-}
-
-/// Runs `sightline run` in `env`, printing a setup error on `errors`; returns the exit code.
-fn run_reporting(
-    args: &RunArgs,
-    model_planner: Option<&PlannerFactory>,
-    env: RunEnv<'_>,
-    errors: &mut dyn Write,
-) -> i32 {
+    let env = RunEnv::terminal(&mut stdout);
     let RunEnv {
         out,
         prompt,
         stop,
         install_ctrlc,
     } = env;
-    match setup_and_run(args, model_planner, out, prompt, stop, install_ctrlc) {
-        Ok(report) => {
-            print_outcome(out, &report);
-            exit_code_for(&report)
-        }
-        Err(e) => {
-            let _ = writeln!(errors, "error: {}", crate::cli::error_line(&e));
-            exit_code::USAGE_OR_SETUP
-        }
-    }
+    let report = setup_and_run(args, out, prompt, stop, install_ctrlc)?;
+    print_outcome(out, &report);
+    Ok(exit_code_for(&report))
 }
 
 /// The exit code for a finished run.
@@ -164,7 +103,6 @@ pub fn exit_code_for(report: &RunReport) -> i32 {
 
 fn setup_and_run(
     args: &RunArgs,
-    model_planner: Option<&PlannerFactory>,
     out: &mut dyn Write,
     prompt: Box<dyn ConfirmPrompt>,
     stop: StopFlag,
@@ -173,46 +111,46 @@ fn setup_and_run(
     if args.goal.trim().is_empty() {
         anyhow::bail!("the goal is empty");
     }
-    if args.max_steps == 0 || args.timeout == 0 || args.max_step_retries == 0 {
-        anyhow::bail!("--max-steps, --timeout and --max-step-retries must be at least 1");
-    }
-    let (planner, label): (Box<dyn PlanProducer>, String) = match &args.replay {
-        Some(path) => (
-            Box::new(ReplayPlanner::from_path(path)?),
-            format!("replay {}", path.display()),
-        ),
-        None => {
-            let spec = resolve::model_spec(args.model.as_deref())?;
-            // Checked before resolving, which may download gigabytes.
-            let Some(factory) = model_planner else {
-                anyhow::bail!(
-                    "--model {spec}: this build has no local model planner yet; use --replay \
-                     FILE.jsonl"
-                );
-            };
-            let model = resolve::resolve_model(Some(&spec))?;
-            let label = format!("{} ({})", spec, model.source);
-            let planner = factory(&PlannerRequest {
-                model,
-                device: args.device.clone(),
-            })?;
-            (planner, label)
-        }
+    // A replay is read first (a local file, checked at once); then the display: without one
+    // nothing else matters, and resolving a model may download gigabytes.
+    let replay = match &args.replay {
+        Some(path) => Some(ReplayPlanner::from_path(path)?),
+        None => None,
     };
     let mut desktop = XDesktop::open(args.monitor)?;
     if args.no_elements {
         desktop = desktop.without_elements();
     }
+    let mut planner_stats: Option<PlannerStats> = None;
+    let (planner, label): (Box<dyn PlanProducer>, String) = match (replay, &args.replay) {
+        (Some(replay), Some(path)) => (Box::new(replay), format!("replay {}", path.display())),
+        _ => {
+            let model = args.model.resolve()?;
+            let label = format!("{} ({})", model.spec, model.source);
+            let planner = LocalPlanner::load(&args.model.planner_options(&model)?)?;
+            let report = planner.report();
+            eprintln!(
+                "loaded {} ({}) on {} in {:.1} s",
+                report.model,
+                report.quant,
+                report.device,
+                report.load_time.as_secs_f64()
+            );
+            // The trace gets the model's own stage times of every call.
+            let handle = planner.clone();
+            planner_stats = Some(Box::new(move || {
+                let stats = handle.last_stats().ok()?;
+                serde_json::to_value(stats.stage_times()).ok()
+            }));
+            (Box::new(planner), label)
+        }
+    };
     if install_ctrlc {
         stop.install_ctrlc_handler()?;
     }
     let options = RunOptions {
-        limits: RunLimits {
-            max_steps: args.max_steps,
-            timeout_ms: args.timeout.saturating_mul(1000),
-            max_step_retries: args.max_step_retries,
-            ..RunLimits::default()
-        },
+        limits: args.budget.limits(),
+        max_failures: args.budget.max_failures,
         dry_run: args.dry_run,
         confirm: args.confirm,
         trace_dir: args.trace.clone(),
@@ -235,6 +173,9 @@ fn setup_and_run(
     let mut runner = Runner::new(Box::new(desktop), options)
         .with_prompt(prompt)
         .with_stop_flag(stop);
+    if let Some(stats) = planner_stats {
+        runner = runner.with_planner_stats(stats);
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?;

@@ -10,8 +10,8 @@ use std::io::Write;
 
 use cel_contracts::RunProgress;
 use serde_json::json;
+use sightline::runner::desktop_view;
 use sightline::runner::{capture_elements, Desktop, ElementBudget, XDesktop};
-use sightline::view::desktop_view;
 
 /// Arguments of `sightline view`.
 #[derive(Debug, Clone, clap::Args)]
@@ -30,21 +30,11 @@ pub struct ViewArgs {
     pub no_elements: bool,
 }
 
-/// Runs `sightline view` on stdout and returns the exit code.
-pub fn view(args: &ViewArgs) -> i32 {
+/// Runs `sightline view` on stdout and returns the exit code; an error when the screen
+/// cannot be read.
+pub fn view(args: &ViewArgs) -> anyhow::Result<i32> {
     let mut stdout = std::io::stdout();
-    view_to(args, &mut stdout)
-}
-
-/// Runs `sightline view`, printing to `out`; 0 on success, 2 when the screen cannot be read.
-pub fn view_to(args: &ViewArgs, out: &mut dyn Write) -> i32 {
-    match print_view(args, out) {
-        Ok(()) => 0,
-        Err(e) => {
-            let _ = writeln!(out, "error: {}", crate::cli::error_line(&e));
-            2
-        }
-    }
+    print_view(args, &mut stdout).map(|()| sightline::exit_code::SUCCESS)
 }
 
 fn print_view(args: &ViewArgs, out: &mut dyn Write) -> anyhow::Result<()> {
@@ -62,7 +52,13 @@ fn print_view(args: &ViewArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         .as_ref()
         .map(|t| t.planning_elements())
         .unwrap_or_default();
-    let view = desktop_view(&args.goal, &capture, elements, RunProgress::default());
+    let view = desktop_view(
+        &args.goal,
+        &capture,
+        elements,
+        table.as_ref(),
+        RunProgress::default(),
+    );
     let (w, h) = (capture.image.width(), capture.image.height());
     if args.json {
         let doc = json!({

@@ -23,10 +23,10 @@ pub struct DecodeOptions {
     /// grammars that do not bound their own length. Running out is an
     /// [`Error::Decode`] carrying the text so far. Move grammars ignore it: their
     /// budget is [`Grammar::max_tokens`], derived from the grammar's own bounds, so
-    /// no move can run out of tokens (bound the move with [`GrammarLimits`] instead).
+    /// no move can run out of tokens (bound the move with [`MoveLimits`] instead).
     /// Default 1,024.
     ///
-    /// [`GrammarLimits`]: super::GrammarLimits
+    /// [`MoveLimits`]: super::MoveLimits
     pub budget_tokens: usize,
     /// Feed each forced-token run in one forward pass (default). Off feeds them one
     /// token per pass: the same output, more passes (kept for tests and benches).
@@ -363,7 +363,7 @@ pub fn decode_move(
 }
 
 /// Parse move JSON; failures are [`Error::Decode`] with the text attached. A leading
-/// `"thought"` key (see [`GrammarLimits::thought_tokens`](super::GrammarLimits)) is
+/// `"thought"` key (see [`MoveLimits::thought_tokens`](super::MoveLimits)) is
 /// dropped: it is the model's note to itself, not part of the move.
 pub fn parse_move(text: &str) -> Result<NextMove> {
     let failed = |e: serde_json::Error| Error::Decode {

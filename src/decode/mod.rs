@@ -40,11 +40,7 @@ pub use decoder::{
 };
 pub use grammar::{Grammar, GrammarEngine};
 pub use sampler::{check_temperature, check_top_p, Sampler, Sampling};
-pub use schema::{
-    coordinate_regex, parse_coordinate_target, selected_elements, ActionKind, Capabilities,
-    GrammarLimits, GrammarOptions, MoveSpec, StringCaps, CAPABILITY_CDP_PREFIX,
-    CAPABILITY_NATIVE_INPUT, COORDINATE_MAX, KEY_NAMES, MAX_ELEMENTS, MAX_EXPECT_MS, MAX_ID_CHARS,
-};
+pub use schema::{GrammarOptions, MoveSpec, StringCaps};
 pub use token_env::{byte_level_decoder, TokenEnv, EOS_TOKEN};
 
 #[cfg(test)]

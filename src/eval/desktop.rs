@@ -14,22 +14,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::report::{
-    planner_stages_from_log, CheckRecord, RunResult, RunnerStages, REASON_CLAIMED_DONE,
-    REASON_INTERRUPTED, REASON_KILLED, REASON_PASSED, REASON_RUNNER_ERROR, REASON_SETUP,
+    CheckRecord, PlannerStages, RunResult, RunnerStages, REASON_CLAIMED_DONE, REASON_INTERRUPTED,
+    REASON_KILLED, REASON_PASSED, REASON_RUNNER_ERROR, REASON_SETUP,
 };
 use super::session::{GroupChild, TaskSession};
 use super::task::Task;
 use crate::error::{Error, Result};
-use crate::runner::trace::{read_turns, OutcomeRecord, OUTCOME_FILE};
+use crate::planner::StageTimes;
+use crate::runner::trace::{read_turns, OutcomeRecord, TurnRecord, OUTCOME_FILE};
 use crate::runner::EndReason;
+use crate::settings::{ModelArgs, RunBudgetArgs};
 
 /// Extra time a runner child gets past its own `--timeout` (model load, a planner call in
 /// progress when the budget ran out) before it is killed.
 pub const RUNNER_GRACE: Duration = Duration::from_secs(120);
 /// After a stop request, how long the child gets to stop on its own (it stops between steps).
 const STOP_GRACE: Duration = Duration::from_secs(3);
-/// The runner's exit code for a setup error (`sightline run`'s).
-const RUNNER_EXIT_SETUP: i32 = 2;
 
 /// Who plays the agent.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,13 +39,8 @@ pub enum Agent {
     /// A replay file for every task (a no-op replay shows a checker fails when nothing is
     /// done).
     Replay(PathBuf),
-    /// A model, as `--model` takes it, on a device.
-    Model {
-        /// The model spec.
-        model: String,
-        /// The device.
-        device: String,
-    },
+    /// A model, with the model flags of `sightline run`.
+    Model(ModelArgs),
 }
 
 impl Agent {
@@ -54,7 +49,7 @@ impl Agent {
         match self {
             Agent::Oracle => "oracle".into(),
             Agent::Replay(p) => format!("replay {}", p.display()),
-            Agent::Model { model, .. } => model.clone(),
+            Agent::Model(args) => args.model.clone().unwrap_or_else(|| "default".into()),
         }
     }
 }
@@ -211,8 +206,8 @@ fn run_agent(
             fs::write(&replay, filled).map_err(|e| Error::io(&replay, e))?;
             cmd.arg("--replay").arg(replay);
         }
-        Agent::Model { model, device } => {
-            cmd.args(["--model", model, "--device", device]);
+        Agent::Model(args) => {
+            cmd.args(args.to_cli_args());
         }
     }
     let goal = session.placeholders().apply(&task.goal);
@@ -226,10 +221,12 @@ fn run_agent(
     if session.bus_address().is_none() {
         cmd.arg("--no-elements");
     }
-    cmd.arg("--max-steps")
-        .arg(max_steps.max(1).to_string())
-        .arg("--timeout")
-        .arg(timeout_s.max(1).to_string())
+    let budget = RunBudgetArgs {
+        max_steps: max_steps.max(1),
+        timeout: timeout_s.max(1),
+        ..RunBudgetArgs::default()
+    };
+    cmd.args(budget.to_cli_args())
         .arg("--trace")
         .arg(trace_dir)
         .arg("--")
@@ -238,11 +235,9 @@ fn run_agent(
     let log = fs::File::create(&log_path).map_err(|e| Error::io(&log_path, e))?;
     let log_err = log.try_clone().map_err(|e| Error::io(&log_path, e))?;
     // The agent keeps the user's HOME (the model cache lives there) but sees only the task's
-    // display and session bus. The planner's per-turn stats are logged at info level and read
-    // back from the log; colours off so the log parses.
+    // display and session bus. The planner's per-turn stats come back in the trace.
     cmd.env("DISPLAY", session.display())
         .env_remove("WAYLAND_DISPLAY")
-        .env("SIGHTLINE_LOG", "warn,sightline::planner=info")
         .env("NO_COLOR", "1")
         .env_remove("DBUS_SESSION_BUS_ADDRESS");
     if let Some(address) = session.bus_address() {
@@ -275,10 +270,10 @@ fn run_agent(
 
 fn fill_from_agent(result: &mut RunResult, agent: &AgentRun, trace_dir: &Path) {
     result.runner_exit = agent.exit_code;
-    result.planner_stages = planner_stages_from_log(&agent.log);
     if trace_dir.join("turns.jsonl").is_file() {
         result.trace_dir = Some(trace_dir.display().to_string());
         if let Ok(turns) = read_turns(trace_dir) {
+            result.planner_stages = planner_stages_from_trace(&turns);
             for t in &turns {
                 result.stages.observe_ms += t.observe_ms;
                 result.stages.decide_ms += t.decide_ms;
@@ -326,11 +321,34 @@ fn fill_from_agent(result: &mut RunResult, agent: &AgentRun, trace_dir: &Path) {
                 .or_else(|| agent.log.lines().last())
                 .unwrap_or("")
                 .to_string();
-            if agent.exit_code == Some(RUNNER_EXIT_SETUP) && result.detail.is_empty() {
+            if agent.exit_code == Some(crate::exit_code::USAGE_OR_SETUP) && result.detail.is_empty()
+            {
                 result.detail = "sightline run exited with a setup error".into();
             }
         }
     }
+}
+
+/// The planner's own stage times summed over a run's calls, from the trace (each turn's
+/// `decide_stats` and `verify_stats`, which the model planner writes); `None` when no call
+/// left any (a replay).
+pub fn planner_stages_from_trace(turns: &[TurnRecord]) -> Option<PlannerStages> {
+    let mut sums = PlannerStages::default();
+    let calls = turns
+        .iter()
+        .flat_map(|t| [t.decide_stats.as_ref(), t.verify_stats.as_ref()])
+        .flatten()
+        .filter_map(|v| serde_json::from_value::<StageTimes>(v.clone()).ok());
+    for s in calls {
+        sums.calls += 1;
+        sums.preprocess_ms += s.preprocess_ms;
+        sums.vision_ms += s.vision_ms;
+        sums.prefill_ms += s.prefill_ms;
+        sums.decode_ms += s.decode_ms;
+        sums.grammar_ms += s.grammar_ms;
+        sums.total_ms += s.total_ms;
+    }
+    (sums.calls > 0).then_some(sums)
 }
 
 /// `budget_exhausted:max_steps`, `planner_error`, … : the runner's end reason as one word.
@@ -379,6 +397,33 @@ pub fn run_suite(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn planner_stats_are_read_from_the_trace() {
+        let view = serde_json::to_value(crate::view::empty_view("g")).expect("a view serializes");
+        let stats = |pre: f64, total: f64| {
+            serde_json::to_value(StageTimes {
+                preprocess_ms: pre,
+                total_ms: total,
+                ..StageTimes::default()
+            })
+            .expect("stats serialize")
+        };
+        let turns: Vec<TurnRecord> = [
+            serde_json::json!({ "turn": 1, "started_ms": 0, "view": view, "decide_ms": 3,
+                                "decide_stats": stats(1.5, 11.0) }),
+            serde_json::json!({ "turn": 2, "started_ms": 5, "view": view, "decide_ms": 3,
+                                "decide_stats": stats(0.5, 1.0), "verify_stats": stats(0.0, 0.5) }),
+        ]
+        .into_iter()
+        .map(|v| serde_json::from_value(v).expect("a turn record"))
+        .collect();
+        let p = planner_stages_from_trace(&turns).expect("three calls");
+        assert_eq!(p.calls, 3);
+        assert_eq!(p.preprocess_ms, 2.0);
+        assert_eq!(p.total_ms, 12.5);
+        assert!(planner_stages_from_trace(&turns[..0]).is_none());
+    }
     use crate::runner::Budget;
 
     #[test]

@@ -25,8 +25,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::report::{wilson_interval, Z_95};
-use crate::decode::parse_coordinate_target;
 use crate::error::{Error, Result};
+use crate::moves::parse_point;
 
 /// How a record's `bbox` is laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -215,8 +215,8 @@ pub fn click_point(
         return Err(format!("no click: the move was {kind}"));
     };
     match steps.first().map(|s| &s.action) {
-        Some(PlannedAction::Click { target_id, .. }) => parse_coordinate_target(target_id)
-            .map(|(x, y)| grid_to_pixel(x, y, width, height))
+        Some(PlannedAction::Click { target_id, .. }) => parse_point(target_id)
+            .map(|p| grid_to_pixel(p.x, p.y, width, height))
             .ok_or_else(|| format!("no click point: target {target_id:?} is not xy:X,Y")),
         Some(other) => Err(format!(
             "no click: the first step was {}",

@@ -393,55 +393,6 @@ pub fn read_results(paths: &[impl AsRef<Path>]) -> Result<Vec<RunResult>> {
     Ok(runs)
 }
 
-/// Adds the planner's per-turn stats found in a runner's log (the `turn` lines the model
-/// planner logs at info level under `sightline::planner`) and returns their sums; `None` when
-/// the log has none (a replay).
-pub fn planner_stages_from_log(log: &str) -> Option<PlannerStages> {
-    let mut sums = PlannerStages::default();
-    for line in log.lines() {
-        let line = strip_ansi(line);
-        if !line.contains("sightline::planner") || !line.contains("total_ms=") {
-            continue;
-        }
-        let field = |name: &str| -> Option<f64> {
-            let key = format!(" {name}=");
-            let start = line.find(&key)? + key.len();
-            let rest = &line[start..];
-            let end = rest.find(' ').unwrap_or(rest.len());
-            rest[..end].parse().ok()
-        };
-        let Some(total) = field("total_ms") else {
-            continue;
-        };
-        sums.calls += 1;
-        sums.total_ms += total;
-        sums.preprocess_ms += field("preprocess_ms").unwrap_or(0.0);
-        sums.vision_ms += field("vision_ms").unwrap_or(0.0);
-        sums.prefill_ms += field("prefill_ms").unwrap_or(0.0);
-        sums.decode_ms += field("decode_ms").unwrap_or(0.0);
-        sums.grammar_ms += field("grammar_ms").unwrap_or(0.0);
-    }
-    (sums.calls > 0).then_some(sums)
-}
-
-fn strip_ansi(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            // CSI: ESC [ parameters final-byte
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -521,17 +472,5 @@ mod tests {
         runs.reverse();
         assert_eq!(Summary::of(&runs), s);
         assert!(s.table().contains("success 2/4 = 50.0%"), "{}", s.table());
-    }
-
-    #[test]
-    fn planner_stats_are_read_from_the_runner_log() {
-        let log = "\u{1b}[2m2026-12-01T00:00:00Z\u{1b}[0m \u{1b}[32m INFO\u{1b}[0m sightline::planner::local: turn turn=\"decide_next\" prefill_reused=10 prefill_new=5 generated=9 forced_share=0.3 forward_passes=7 preprocess_ms=1.5 vision_ms=2 prefill_ms=3 decode_ms=4 grammar_ms=0.5 total_ms=11\n\
-            other line\n\
-            2026 INFO sightline::planner::local: turn turn=\"verify_done\" preprocess_ms=0.5 vision_ms=0 prefill_ms=1 decode_ms=0 grammar_ms=0 total_ms=1.5\n";
-        let p = planner_stages_from_log(log).expect("two turns logged");
-        assert_eq!(p.calls, 2);
-        assert_eq!(p.preprocess_ms, 2.0);
-        assert_eq!(p.total_ms, 12.5);
-        assert!(planner_stages_from_log("nothing here").is_none());
     }
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::hub_paths::check_file_name;
+use crate::hub::paths::check_file_name;
 use crate::input_file::{self, InputKind};
 
 /// GGUF quants tried for a Hub GGUF repo without a manifest, in order of preference.

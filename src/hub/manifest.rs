@@ -1,10 +1,22 @@
-//! The models Sightline ships manifests for (`models/*.toml`, embedded in the binary) and the
-//! files each variant needs.
+//! Model manifests: the ones Sightline ships (`models/*.toml`, embedded in the binary) and the
+//! user's (`*.toml` in [`user_manifest_dir`]), and the files each variant needs. A user
+//! manifest with a shipped one's id replaces it (to pin a revision, say); one marked
+//! `default = true` becomes the model `--model` means when it is not given.
+
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
 use super::{CONFIG_FILE, PREPROCESSOR_FILE, SAFETENSORS_VARIANT, TOKENIZER_FILES};
 use crate::error::{Error, Result};
+use crate::hub::paths::{check_repo_id, check_revision};
+use crate::input_file::{self, InputKind};
+
+/// The revision used when a manifest pins none.
+const DEFAULT_REVISION: &str = "main";
+
+/// Most user manifests read from the directory; more is a mistake (or a hostile directory).
+const MAX_USER_MANIFESTS: usize = 256;
 
 /// The manifests shipped with Sightline, embedded so the binary needs no data directory.
 const BUILTIN_MANIFESTS: &[(&str, &str)] = &[
@@ -41,6 +53,9 @@ pub struct ModelManifest {
     pub gguf: GgufManifest,
     /// The safetensors repository.
     pub safetensors: SafetensorsManifest,
+    /// Where the manifest came from (`built-in models/x.toml` or the user's file); not a key.
+    #[serde(skip)]
+    pub origin: String,
 }
 
 /// The GGUF part of a manifest.
@@ -49,6 +64,9 @@ pub struct ModelManifest {
 pub struct GgufManifest {
     /// Hub repo id.
     pub repo: String,
+    /// The branch, tag or commit to fetch (`main` when absent). A commit pins the files.
+    #[serde(default)]
+    pub revision: Option<String>,
     /// Key of [`GgufManifest::mmproj`] used by default.
     pub default_mmproj: String,
     /// Quant key (lower case, `q4_k_m`) → text GGUF file name.
@@ -63,19 +81,46 @@ pub struct GgufManifest {
 pub struct SafetensorsManifest {
     /// Hub repo id; also where GGUF variants take `tokenizer.json` from.
     pub repo: String,
+    /// The branch, tag or commit to fetch (`main` when absent).
+    #[serde(default)]
+    pub revision: Option<String>,
+}
+
+impl GgufManifest {
+    /// The revision to fetch: the pinned one, else `main`.
+    pub fn revision(&self) -> &str {
+        self.revision.as_deref().unwrap_or(DEFAULT_REVISION)
+    }
+}
+
+impl SafetensorsManifest {
+    /// The revision to fetch: the pinned one, else `main`.
+    pub fn revision(&self) -> &str {
+        self.revision.as_deref().unwrap_or(DEFAULT_REVISION)
+    }
 }
 
 impl ModelManifest {
     /// Parses and checks a manifest; `source` names it in errors.
     pub fn from_toml(text: &str, source: &str) -> Result<Self> {
-        let m: ModelManifest = toml::from_str(text)
+        let mut m: ModelManifest = toml::from_str(text)
             .map_err(|e| Error::config_caused(format!("model manifest {source}"), e))?;
+        m.origin = source.to_string();
         let bad = |what: String| Error::config(format!("model manifest {source}: {what}"));
         if m.id.is_empty() || m.id.contains([':', '/', ' ']) {
             return Err(bad(format!(
                 "id {:?} must be non-empty without ':', '/' or spaces",
                 m.id
             )));
+        }
+        for (repo, revision) in [
+            (&m.gguf.repo, m.gguf.revision()),
+            (&m.safetensors.repo, m.safetensors.revision()),
+        ] {
+            check_repo_id(repo)
+                .map_err(|e| Error::config_caused(format!("model manifest {source}"), e))?;
+            check_revision(revision)
+                .map_err(|e| Error::config_caused(format!("model manifest {source}"), e))?;
         }
         if m.visual_token_budget == 0 {
             return Err(bad("visual_token_budget must be positive".into()));
@@ -112,7 +157,8 @@ impl ModelManifest {
     /// so they are not listed here.
     pub fn files_for(&self, variant: Option<&str>) -> Result<Vec<RemoteFile>> {
         let variant = normalize_variant(variant.unwrap_or(&self.default_variant));
-        let st = |file: &str| RemoteFile::new(&self.safetensors.repo, file);
+        let st =
+            |file: &str| RemoteFile::new(&self.safetensors.repo, self.safetensors.revision(), file);
         if variant == SAFETENSORS_VARIANT || variant == "bf16" {
             return Ok(vec![
                 st(CONFIG_FILE),
@@ -133,8 +179,8 @@ impl ModelManifest {
         // The key was checked in from_toml.
         let mmproj = &self.gguf.mmproj[&self.gguf.default_mmproj];
         Ok(vec![
-            RemoteFile::new(&self.gguf.repo, text),
-            RemoteFile::new(&self.gguf.repo, mmproj),
+            RemoteFile::new(&self.gguf.repo, self.gguf.revision(), text),
+            RemoteFile::new(&self.gguf.repo, self.gguf.revision(), mmproj),
             st(TOKENIZER_FILES[0]),
         ])
     }
@@ -144,7 +190,7 @@ impl ModelManifest {
 pub fn builtin_manifests() -> Result<Vec<ModelManifest>> {
     let manifests: Vec<ModelManifest> = BUILTIN_MANIFESTS
         .iter()
-        .map(|(name, text)| ModelManifest::from_toml(text, name))
+        .map(|(name, text)| ModelManifest::from_toml(text, &format!("built-in {name}")))
         .collect::<Result<_>>()?;
     let defaults = manifests.iter().filter(|m| m.default).count();
     if defaults != 1 {
@@ -155,17 +201,105 @@ pub fn builtin_manifests() -> Result<Vec<ModelManifest>> {
     Ok(manifests)
 }
 
+/// Where user manifests are read from: `$XDG_CONFIG_HOME/sightline/models`, else
+/// `~/.config/sightline/models` (on every platform). `None` without either variable.
+pub fn user_manifest_dir() -> Option<PathBuf> {
+    let nonempty = |name| std::env::var_os(name).filter(|v| !v.is_empty());
+    nonempty("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| nonempty("HOME").map(|h| PathBuf::from(h).join(".config")))
+        .map(|config| config.join("sightline").join("models"))
+}
+
+/// The user's manifests in `dir` (`*.toml`, in name order); none when the directory does not
+/// exist. A file that does not parse, two with one id, or more than one marked default is an
+/// error naming the files.
+pub fn user_manifests(dir: &Path) -> Result<Vec<ModelManifest>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(dir, e)),
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    paths.sort();
+    if paths.len() > MAX_USER_MANIFESTS {
+        return Err(Error::config(format!(
+            "{} holds {} manifests; at most {MAX_USER_MANIFESTS} are read",
+            dir.display(),
+            paths.len()
+        )));
+    }
+    let mut manifests: Vec<ModelManifest> = Vec::with_capacity(paths.len());
+    for path in paths {
+        let text = input_file::read_string(&path, InputKind::Config)?;
+        let m = ModelManifest::from_toml(&text, &path.display().to_string())?;
+        if let Some(other) = manifests.iter().find(|o| o.id.eq_ignore_ascii_case(&m.id)) {
+            return Err(Error::config(format!(
+                "model manifests {} and {} both have the id {:?}",
+                other.origin, m.origin, m.id
+            )));
+        }
+        manifests.push(m);
+    }
+    let defaults: Vec<&str> = manifests
+        .iter()
+        .filter(|m| m.default)
+        .map(|m| m.origin.as_str())
+        .collect();
+    if defaults.len() > 1 {
+        return Err(Error::config(format!(
+            "more than one user model manifest is marked default: {}",
+            defaults.join(", ")
+        )));
+    }
+    Ok(manifests)
+}
+
+/// The shipped manifests with the user's from `user_dir` merged in: a user manifest replaces a
+/// shipped one of the same id, and one marked default takes over the default.
+pub fn manifests_with(user_dir: Option<&Path>) -> Result<Vec<ModelManifest>> {
+    let mut all = builtin_manifests()?;
+    let Some(dir) = user_dir else {
+        return Ok(all);
+    };
+    let user = user_manifests(dir)?;
+    let builtin_default = all.iter().find(|m| m.default).map(|m| m.id.clone());
+    let user_default = user.iter().find(|m| m.default).map(|m| m.id.clone());
+    for m in user {
+        match all.iter_mut().find(|o| o.id.eq_ignore_ascii_case(&m.id)) {
+            Some(slot) => *slot = m,
+            None => all.push(m),
+        }
+    }
+    let default_id = user_default.or(builtin_default);
+    for m in &mut all {
+        m.default = default_id
+            .as_deref()
+            .is_some_and(|id| id.eq_ignore_ascii_case(&m.id));
+    }
+    Ok(all)
+}
+
+/// The shipped manifests and the user's ([`user_manifest_dir`]).
+pub fn manifests() -> Result<Vec<ModelManifest>> {
+    manifests_with(user_manifest_dir().as_deref())
+}
+
 /// The manifest marked `default = true`.
 pub fn default_manifest() -> Result<ModelManifest> {
-    builtin_manifests()?
+    manifests()?
         .into_iter()
         .find(|m| m.default)
         .ok_or_else(|| Error::config("no default model manifest"))
 }
 
-/// A manifest by id (case-insensitive).
+/// A manifest by id (case-insensitive), the user's before the shipped ones.
 pub fn find_manifest(id: &str) -> Result<Option<ModelManifest>> {
-    Ok(builtin_manifests()?
+    Ok(manifests()?
         .into_iter()
         .find(|m| m.id.eq_ignore_ascii_case(id)))
 }
@@ -179,14 +313,17 @@ pub(super) fn normalize_variant(v: &str) -> String {
 pub struct RemoteFile {
     /// Repo id.
     pub repo: String,
+    /// Branch, tag or commit.
+    pub revision: String,
     /// Path inside the repo.
     pub file: String,
 }
 
 impl RemoteFile {
-    fn new(repo: &str, file: &str) -> Self {
+    fn new(repo: &str, revision: &str, file: &str) -> Self {
         Self {
             repo: repo.into(),
+            revision: revision.into(),
             file: file.into(),
         }
     }

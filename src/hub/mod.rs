@@ -23,30 +23,52 @@
 //! ```
 //!
 //! Files come from the cache when present. With `HF_HUB_OFFLINE=1` nothing is fetched, and a
-//! missing file is an [`Error::Hub`](crate::Error::Hub) that names the repo and the file to fetch. `HF_HOME` moves
-//! the cache, `HF_ENDPOINT` the Hub, as for every Hugging Face tool.
+//! missing file is an [`Error::Hub`](crate::Error::Hub) that names the repo and the file to
+//! fetch. The environment is read as the Hub's own tools read it ([`env`]: `HF_HOME`,
+//! `HF_HUB_CACHE`, `HF_TOKEN`, `HF_ENDPOINT`, the timeouts). Downloads (feature `download`,
+//! on by default) resume a partial file, retry connection errors, 429 and 5xx with backoff,
+//! check LFS files against their sha256 and never leave a partial or wrong file where a
+//! complete one is expected; a failure's source is a [`DownloadError`].
 //!
-//! The module's files, by concern: `manifest.rs` (the shipped `models/*.toml`), `spec.rs`
-//! (parsing `--model`), `resolve.rs` (a spec to files on disk), `local.rs` (a local directory
-//! or file), `files.rs` (choosing a GGUF pair, reading a safetensors index), `cache.rs` (the
-//! Hugging Face cache layout), `download.rs` (fetching from the Hub) and `listing.rs` (a
-//! repo's files). The names that become paths are checked in [`crate::hub_paths`].
+//! The module's files, by concern: `manifest.rs` (the shipped `models/*.toml` and the user's),
+//! `spec.rs` (parsing `--model`), `resolve.rs` (a spec to files on disk), `local.rs` (a local
+//! directory or file), `files.rs` (choosing a GGUF pair, reading a safetensors index),
+//! `cache.rs` (the Hugging Face cache layout), `scan.rs` (what the cache holds, and removing
+//! from it), `download.rs` (a file from the Hub: metadata, then the cache entries),
+//! `transfer.rs` (a blob's bytes: lock, resume, retries, hash), `http.rs` (TLS, the token,
+//! sorting failures), `retry.rs`, `lock.rs`, `listing.rs` (a repo's files) and `env.rs`. The
+//! names that become paths are checked in [`paths`].
 
 mod cache;
 mod download;
+mod download_error;
+pub mod env;
 mod files;
+#[cfg(feature = "download")]
+mod http;
 mod listing;
 mod local;
+#[cfg(feature = "download")]
+mod lock;
 mod manifest;
+pub mod paths;
 mod resolve;
+mod retry;
+mod scan;
 mod spec;
+#[cfg(feature = "download")]
+mod transfer;
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use hf_hub::Cache;
+pub use download_error::DownloadError;
+pub use retry::RetryPolicy;
+pub use scan::{CachedFile, CachedRepo, Removed};
 
 pub use manifest::{
-    builtin_manifests, default_manifest, find_manifest, GgufManifest, ModelManifest, RemoteFile,
+    builtin_manifests, default_manifest, find_manifest, manifests, manifests_with,
+    user_manifest_dir, user_manifests, GgufManifest, ModelManifest, RemoteFile,
     SafetensorsManifest,
 };
 pub use resolve::resolve_model;
@@ -108,42 +130,40 @@ pub struct ResolvedModel {
 
 // ─── The Hub client ─────────────────────────────────────────────────────────
 
-/// Whether an environment variable is set to a true value (`1`, `true`, `yes`, `on`).
-fn env_flag(name: &str) -> bool {
-    std::env::var(name)
-        .map(|v| {
-            matches!(
-                v.trim().to_lowercase().as_str(),
-                "1" | "true" | "yes" | "on"
-            )
-        })
-        .unwrap_or(false)
-}
-
 /// Fetches model files from the cache or the Hub.
 #[derive(Debug, Clone)]
 pub struct Hub {
-    cache: Cache,
+    cache_dir: PathBuf,
     offline: bool,
     endpoint: Option<String>,
     progress: bool,
+    token: Option<env::Token>,
+    etag_timeout: Duration,
+    download_timeout: Duration,
+    retry: RetryPolicy,
 }
 
 impl Hub {
-    /// From the environment: `HF_HOME` (cache), `HF_HUB_OFFLINE` (no network), `HF_ENDPOINT`.
-    /// Progress bars are on.
+    /// From the environment, as the Hub's own tools read it (see [`env`]): the cache
+    /// (`HF_HUB_CACHE`, `HF_HOME`), `HF_HUB_OFFLINE`, `HF_ENDPOINT`, the token (`HF_TOKEN`,
+    /// then the token file) and the timeouts. Progress bars are on; retries as
+    /// [`RetryPolicy::default`].
     pub fn from_env() -> Self {
         Self {
-            cache: Cache::from_env(),
-            offline: env_flag("HF_HUB_OFFLINE"),
-            endpoint: std::env::var("HF_ENDPOINT").ok().filter(|s| !s.is_empty()),
+            cache_dir: env::hub_cache_dir(),
+            offline: env::flag("HF_HUB_OFFLINE"),
+            endpoint: env::endpoint(),
             progress: true,
+            token: env::token(),
+            etag_timeout: env::timeout("HF_HUB_ETAG_TIMEOUT"),
+            download_timeout: env::timeout("HF_HUB_DOWNLOAD_TIMEOUT"),
+            retry: RetryPolicy::default(),
         }
     }
 
     /// Uses `dir` as the hub cache (the directory that holds `models--owner--name`).
     pub fn with_cache_dir(mut self, dir: PathBuf) -> Self {
-        self.cache = Cache::new(dir);
+        self.cache_dir = dir;
         self
     }
 
@@ -165,6 +185,30 @@ impl Hub {
         self
     }
 
+    /// Sends `token` (or none) instead of the environment's. It is sent to the Hub only, never
+    /// to the storage host the Hub redirects to, and never shown (`Debug` redacts it).
+    pub fn with_token(mut self, token: Option<String>) -> Self {
+        self.token = token
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
+            .map(|secret| env::Token::new(secret, "the caller"));
+        self
+    }
+
+    /// How long to wait for a file's metadata (`HF_HUB_ETAG_TIMEOUT`) and for each read of its
+    /// bytes (`HF_HUB_DOWNLOAD_TIMEOUT`).
+    pub fn with_timeouts(mut self, metadata: Duration, download: Duration) -> Self {
+        self.etag_timeout = metadata;
+        self.download_timeout = download;
+        self
+    }
+
+    /// How requests are retried.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
     /// Whether network access is off.
     pub fn is_offline(&self) -> bool {
         self.offline
@@ -172,6 +216,6 @@ impl Hub {
 
     /// The cache directory.
     pub fn cache_dir(&self) -> &Path {
-        self.cache.path()
+        &self.cache_dir
     }
 }

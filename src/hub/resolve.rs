@@ -37,11 +37,11 @@ impl Hub {
         let files = m.files_for(Some(&variant_name))?;
         let source = format!("manifest {}:{variant_name}", m.id);
         let model_files = if variant_name == SAFETENSORS_VARIANT || variant_name == "bf16" {
-            self.fetch_safetensors(spec, &m.safetensors.repo, "main")?
+            self.fetch_safetensors(spec, &m.safetensors.repo, m.safetensors.revision())?
         } else {
             let mut paths = Vec::with_capacity(files.len());
             for f in &files {
-                paths.push(self.fetch(spec, &f.repo, "main", &f.file)?);
+                paths.push(self.fetch(spec, &f.repo, &f.revision, &f.file)?);
             }
             ModelFiles::Gguf {
                 model: paths[0].clone(),

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::manifest::{builtin_manifests, find_manifest, ModelManifest};
+use super::manifest::{find_manifest, manifests, ModelManifest};
 use super::SAFETENSORS_VARIANT;
 use crate::error::{Error, Result};
 
@@ -83,7 +83,7 @@ pub fn parse_model_spec(spec: &str) -> Result<ModelSpec> {
         }
         let repo = format!("{owner}/{repo_name}");
         // A repo a manifest describes uses the manifest's file names.
-        for m in builtin_manifests()? {
+        for m in manifests()? {
             let variant = if m.gguf.repo.eq_ignore_ascii_case(&repo) {
                 Some(variant.clone().unwrap_or_else(|| m.default_variant.clone()))
             } else if m.safetensors.repo.eq_ignore_ascii_case(&repo) {
@@ -105,7 +105,7 @@ pub fn parse_model_spec(spec: &str) -> Result<ModelSpec> {
             quant: variant,
         });
     }
-    let ids: Vec<String> = builtin_manifests()?.into_iter().map(|m| m.id).collect();
+    let ids: Vec<String> = manifests()?.into_iter().map(|m| m.id).collect();
     Err(hub_err(format!(
         "unknown model; use a manifest id ({}), a Hub repo id (owner/name) or a local path",
         ids.join(", ")

@@ -37,6 +37,18 @@ impl std::str::FromStr for DeviceChoice {
     }
 }
 
+impl std::fmt::Display for DeviceChoice {
+    /// The spelling [`FromStr`](std::str::FromStr) reads back.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceChoice::Auto => f.write_str("auto"),
+            DeviceChoice::Cpu => f.write_str("cpu"),
+            DeviceChoice::Cuda(n) => write!(f, "cuda:{n}"),
+            DeviceChoice::Metal => f.write_str("metal"),
+        }
+    }
+}
+
 impl DeviceChoice {
     /// The candle device, or [`Error::Device`] saying why it cannot be had.
     pub fn resolve(self) -> Result<Device> {

@@ -178,32 +178,23 @@ pub fn render(history: &[AttemptRecord]) -> String {
     render_detailed(history, DETAILED_STEPS)
 }
 
-/// The history section of a turn: consecutive tries of the same step collapse into their
-/// last one; the last `detailed` steps get one line each (action and outcome, fact
-/// first), older ones a line of counts. A step that ends the same way as an earlier one
-/// is rendered in its `again` form.
+/// The history section of a turn: failed tries of a step followed by another try of it
+/// collapse into the last try; the same step landing several times in a row is one line with
+/// its count (`×3`), so the model can count presses; the last `detailed` such lines get one
+/// line each (action, outcome fact first, and what an `extract` read), older ones a line of
+/// counts. A step that ends the same way as an earlier one is rendered in its `again` form.
 pub fn render_detailed(history: &[AttemptRecord], detailed: usize) -> String {
     if history.is_empty() {
         return "No steps yet.".to_string();
     }
-    // Retries of one step (same purpose, same action) collapse into the last try.
-    let mut steps: Vec<&AttemptRecord> = Vec::new();
-    let mut i = 0;
-    while i < history.len() {
-        let mut last = i;
-        while last + 1 < history.len() && same_step(&history[last + 1], &history[i]) {
-            last += 1;
-        }
-        steps.push(&history[last]);
-        i = last + 1;
-    }
+    let steps = group_steps(history);
     let split = steps.len().saturating_sub(detailed);
     // (step purpose, outcome) of every step that did not land, for the `again` form.
     let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut counts = [0usize; 5];
-    for record in &steps[..split] {
+    for &(record, times) in &steps[..split] {
         let finding = Finding::of(record);
-        counts[finding.class()] += 1;
+        counts[finding.class()] += times;
         if let Some(line) = finding.line(&record.step_purpose, false) {
             seen.insert(line);
         }
@@ -241,7 +232,7 @@ pub fn render_detailed(history: &[AttemptRecord], detailed: usize) -> String {
             if steps.len() - split == 1 { "" } else { "s" }
         );
     }
-    for record in &steps[split..] {
+    for &(record, times) in &steps[split..] {
         let finding = Finding::of(record);
         let label = format!(
             "{} ({})",
@@ -249,7 +240,14 @@ pub fn render_detailed(history: &[AttemptRecord], detailed: usize) -> String {
             describe(&record.action)
         );
         let line = match finding.line(&record.step_purpose, false) {
-            None => format!("{label} landed."),
+            None => {
+                let times = if times > 1 {
+                    format!(" ×{times}")
+                } else {
+                    String::new()
+                };
+                format!("{label} landed{times}.{}", extracted(record))
+            }
             Some(plain) => {
                 let again = !seen.insert(plain);
                 finding.line_for(&label, again).unwrap_or_default()
@@ -285,10 +283,28 @@ pub fn describe(action: &PlannedAction) -> String {
     };
     match action {
         PlannedAction::Click { target_id, .. } => format!("click {}", q(target_id)),
-        PlannedAction::Type { target_id, text } => match target_id {
-            Some(target) => format!("type {} into {}", q(text), q(target)),
-            None => format!("type {}", q(text)),
-        },
+        PlannedAction::Type { target_id, text } => {
+            // Exactly what was typed matters for what comes next: a long text is shown by its
+            // length, start and end, so the model knows where it stopped.
+            let chars = text.chars().count();
+            let shown = if chars > MAX_ACTION_TEXT_CHARS {
+                let tail: String = text
+                    .chars()
+                    .skip(chars - MAX_ACTION_TEXT_CHARS / 2)
+                    .collect();
+                format!(
+                    "{} ({chars} characters, ending {})",
+                    q(text),
+                    serde_json::Value::String(tail)
+                )
+            } else {
+                q(text)
+            };
+            match target_id {
+                Some(target) => format!("type {shown} into {}", q(target)),
+                None => format!("type {shown}"),
+            }
+        }
         PlannedAction::Key { key } => format!("key {}", q(key)),
         PlannedAction::KeyCombo { keys } => {
             let keys: Vec<&str> = keys.iter().take(4).map(String::as_str).collect();
@@ -318,6 +334,35 @@ pub fn describe(action: &PlannedAction) -> String {
             .and_then(|v| v.get("type").and_then(|t| t.as_str().map(str::to_string)))
             .unwrap_or_else(|| "an action".to_string()),
     }
+}
+
+/// The history as steps: failed tries of a step that is tried again collapse into the last
+/// try (a retry), and a step that lands several times in a row becomes one entry with its
+/// count.
+fn group_steps(history: &[AttemptRecord]) -> Vec<(&AttemptRecord, usize)> {
+    let mut steps: Vec<(&AttemptRecord, usize)> = Vec::new();
+    for record in history {
+        match steps.last_mut() {
+            // The previous try failed and this is the same step again: a retry.
+            Some((last, 1)) if !last.succeeded && same_step(last, record) => *last = record,
+            // The same step landed again: a repeat.
+            Some((last, times))
+                if last.succeeded && record.succeeded && same_step(last, record) =>
+            {
+                *times += 1
+            }
+            _ => steps.push((record, 1)),
+        }
+    }
+    steps
+}
+
+/// What a landed `extract` read, for its history line; empty for other steps.
+fn extracted(record: &AttemptRecord) -> String {
+    let PlannedAction::Extract { data, .. } = &record.action else {
+        return String::new();
+    };
+    format!(" It read: {}.", serde_json::Value::String(clip(data)))
 }
 
 fn same_step(a: &AttemptRecord, b: &AttemptRecord) -> bool {
@@ -398,7 +443,7 @@ mod tests {
         let last = lines[lines.len() - 1];
         assert!(
             last.starts_with("- Step \"type name\" (type \"xxxx")
-                && last.contains("…\" into \"name-field\") failed: the field is read-only."),
+                && last.contains("(500 characters, ending \"xxxxxxxxxxxxxxxxxxxx\") into \"name-field\") failed: the field is read-only."),
             "{last}"
         );
         assert!(text.len() < 2_000, "{} bytes", text.len());
@@ -506,6 +551,64 @@ mod tests {
         assert_eq!(
             render(&h),
             "Last 1 step, oldest first:\n- Step \"click Save\" (click \"xy:5,5\") landed."
+        );
+    }
+
+    #[test]
+    fn the_same_step_landing_three_times_is_counted() {
+        let down = || PlannedAction::Key { key: "down".into() };
+        let h = vec![
+            record("next row", down(), true, None),
+            record("next row", down(), true, None),
+            record("next row", down(), true, None),
+            record("open it", click("xy:5,5"), true, None),
+        ];
+        assert_eq!(
+            render(&h),
+            "Last 2 steps, oldest first:\n- Step \"next row\" (key \"down\") landed ×3.\n\
+             - Step \"open it\" (click \"xy:5,5\") landed."
+        );
+        // Counted among the older steps too.
+        assert!(render_detailed(&h, 1).starts_with("1 earlier step: 3 landed."));
+    }
+
+    #[test]
+    fn a_failed_try_then_a_landed_repeat_is_a_retry_not_a_repeat() {
+        let down = || PlannedAction::Key { key: "down".into() };
+        let h = vec![
+            record("next row", down(), false, Some("input busy")),
+            record("next row", down(), true, None),
+            record("next row", down(), true, None),
+        ];
+        assert!(render(&h).contains("landed ×2."), "{}", render(&h));
+    }
+
+    #[test]
+    fn extracted_data_and_long_typed_text_stay_visible() {
+        let mut read = record(
+            "read price",
+            PlannedAction::Extract {
+                goal: "price".into(),
+                data: "12.50 EUR".into(),
+            },
+            true,
+            None,
+        );
+        read.data = serde_json::json!({ "price": "12.50 EUR" });
+        let typed = record(
+            "write essay",
+            PlannedAction::Type {
+                target_id: None,
+                text: format!("{}THE END", "word ".repeat(120)),
+            },
+            true,
+            None,
+        );
+        let text = render(&[read, typed]);
+        assert!(text.contains("landed. It read: \"12.50 EUR\"."), "{text}");
+        assert!(
+            text.contains("(607 characters, ending \"rd word word THE END\")"),
+            "{text}"
         );
     }
 

@@ -32,6 +32,7 @@ use candle_core::Tensor;
 use cel_contracts::{AttemptRecord, DoneVerdict, NextMove, PlanProducer, PlanningView};
 use tokenizers::Tokenizer;
 
+use crate::chat::{self, Role};
 use crate::decode::{
     decode_move, move_thought, DecodeOptions, Grammar, GrammarEngine, GrammarOptions, MoveSpec,
     Sampling, TokenEnv,
@@ -41,11 +42,11 @@ use crate::image::{preprocess_bytes, PreprocessConfig};
 use crate::model::qwen3_vl::Qwen3Vl;
 use crate::model::weights::{LoadOptions, ModelSource};
 use crate::model::{EncodedImage, VisionLanguageModel};
+use crate::planner::cache::CachedPrompt;
 use crate::planner::clarify::clarify_question;
-use crate::planner::grader::{rejection as rejected, GraderHead};
+use crate::planner::grader::{rejection as rejected, GraderHead, HeadMeta};
 use crate::planner::prompt::{
-    render_grader_question, render_view, trimmed_view, PromptRenderer, TaskInput,
-    GRADER_SYSTEM_PROMPT, SYSTEM_PROMPT,
+    render_grader_question, system_prompt_for, PromptRenderer, TaskInput,
 };
 
 /// Where the model runs (it lives with the model; re-exported here for callers of the
@@ -148,7 +149,56 @@ pub struct TurnStats {
     pub thought: Option<String>,
 }
 
+/// A turn's stage times and counts as data, for traces and `sightline eval` (which reads them
+/// from the trace, never from log lines). Times in milliseconds.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StageTimes {
+    /// Screenshot decode and preprocessing.
+    pub preprocess_ms: f64,
+    /// Vision tower.
+    pub vision_ms: f64,
+    /// Prompt prefill.
+    pub prefill_ms: f64,
+    /// Decode steps in the model.
+    pub decode_ms: f64,
+    /// Grammar compile, masks and commits.
+    pub grammar_ms: f64,
+    /// The whole call.
+    pub total_ms: f64,
+    /// Prompt tokens fed.
+    pub prefill_new: usize,
+    /// Prompt tokens whose KV was reused.
+    pub prefill_reused: usize,
+    /// Tokens generated.
+    pub generated: usize,
+    /// Generated tokens the grammar forced.
+    pub forced: usize,
+    /// Model forward passes.
+    pub forward_passes: usize,
+    /// Whether the vision tower ran.
+    pub image_encoded: bool,
+}
+
 impl TurnStats {
+    /// The stage times and counts as data.
+    pub fn stage_times(&self) -> StageTimes {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        StageTimes {
+            preprocess_ms: ms(self.preprocess),
+            vision_ms: ms(self.vision),
+            prefill_ms: ms(self.prefill),
+            decode_ms: ms(self.decode),
+            grammar_ms: ms(self.grammar),
+            total_ms: ms(self.total),
+            prefill_new: self.prefill_new,
+            prefill_reused: self.prefill_reused,
+            generated: self.generated,
+            forced: self.forced,
+            forward_passes: self.forward_passes,
+            image_encoded: self.image_encoded,
+        }
+    }
+
     /// Share of generated tokens that were forced.
     pub fn forced_share(&self) -> f64 {
         if self.generated == 0 {
@@ -159,10 +209,14 @@ impl TurnStats {
     }
 }
 
-/// The offline planner: a local Qwen3-VL model behind [`PlanProducer`].
+/// The offline planner: a local Qwen3-VL model behind [`PlanProducer`]. A clone is another
+/// handle on the same loaded model (calls are still served one at a time), e.g. to read
+/// [`last_stats`](Self::last_stats) while a runner holds the planner.
+#[derive(Clone)]
 pub struct LocalPlanner {
     engine: Arc<Mutex<Engine>>,
     report: LoadReport,
+    grader_setup: HeadMeta,
 }
 
 impl std::fmt::Debug for LocalPlanner {
@@ -227,9 +281,18 @@ impl LocalPlanner {
             )));
         }
         let env = TokenEnv::from_tokenizer(&tokenizer, model.vocab_size())?;
-        let renderer = PromptRenderer::new(tokenizer)?;
+        let renderer = PromptRenderer::new(tokenizer, system_prompt_for(&options.grammar))?;
+        let grader_setup = HeadMeta {
+            model: options.source.identity(),
+            hidden_size: model.hidden_size(),
+            quantization: options
+                .quantize
+                .map_or_else(|| "as stored".to_string(), |q| format!("{q:?}")),
+            visual_tokens: (preprocess.max_pixels / (preprocess.factor() as u64).pow(2)) as usize,
+            prompt: prompt_fingerprint(renderer.system_text()),
+        };
         let grader = match &options.grader_head {
-            Some(path) => GraderHead::load(path, model.hidden_size(), model.device())?,
+            Some(path) => GraderHead::load(path, &grader_setup, model.device())?,
             None => GraderHead::zero_shot(&renderer)?,
         };
         let engine = Engine {
@@ -241,9 +304,8 @@ impl LocalPlanner {
             decode: options.decode.clone(),
             grammar: options.grammar.clone(),
             threshold: options.grader_threshold,
-            system: None,
+            cached: CachedPrompt::default(),
             last_prompt: String::new(),
-            screen: None,
             image: None,
             last_stats: TurnStats::default(),
         };
@@ -255,7 +317,14 @@ impl LocalPlanner {
                 device: String::new(),
                 load_time: Duration::ZERO,
             },
+            grader_setup,
         })
+    }
+
+    /// What a grader head fitted on this planner's hidden states records, and what a loaded
+    /// head must match: the weights, hidden size, quantization, visual budget and prompt.
+    pub fn grader_setup(&self) -> &HeadMeta {
+        &self.grader_setup
     }
 
     /// What was loaded.
@@ -323,21 +392,7 @@ fn run_verify(
 }
 
 fn log_turn(kind: &str, s: &TurnStats) {
-    tracing::info!(
-        turn = kind,
-        prefill_reused = s.prefill_reused,
-        prefill_new = s.prefill_new,
-        generated = s.generated,
-        forced_share = s.forced_share(),
-        forward_passes = s.forward_passes,
-        preprocess_ms = s.preprocess.as_secs_f64() * 1e3,
-        vision_ms = s.vision.as_secs_f64() * 1e3,
-        prefill_ms = s.prefill.as_secs_f64() * 1e3,
-        decode_ms = s.decode.as_secs_f64() * 1e3,
-        grammar_ms = s.grammar.as_secs_f64() * 1e3,
-        total_ms = s.total.as_secs_f64() * 1e3,
-        "turn"
-    );
+    tracing::info!(turn = kind, stages = ?s.stage_times(), "turn");
 }
 
 /// The inputs of one turn, as `PlanProducer` passes them.
@@ -365,22 +420,14 @@ struct Engine {
     decode: DecodeOptions,
     grammar: GrammarOptions,
     threshold: f32,
-    /// The system run the cache starts with, and its length, once fed.
-    system: Option<(SystemRun, usize)>,
+    /// The prompt the model's cache starts with (the generated tokens after it are cut at
+    /// the next call); empty when the cache state is unknown (a call failed midway).
+    cached: CachedPrompt,
     /// The last turn's prompt as text (`--show-prompt`).
     last_prompt: String,
-    /// The screen run the cache holds after the system run, and the length after it.
-    screen: Option<(u64, usize)>,
     /// The last screenshot encoded, by content hash.
     image: Option<(u64, EncodedImage)>,
     last_stats: TurnStats,
-}
-
-/// Which system run the cache starts with: the agent's or the grader's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum SystemRun {
-    Agent,
-    Grader,
 }
 
 impl Engine {
@@ -395,7 +442,7 @@ impl Engine {
             Some(bytes) => Some(self.encoded_image(bytes)?),
             None => None,
         };
-        let system_len = self.prefill_system(SystemRun::Agent)?;
+        let system = self.renderer.system()?;
         let grammar_options = self.grammar.clone();
         let allowed = |view: &PlanningView| -> Result<Vec<&'static str>> {
             let spec = MoveSpec::new(view, &grammar_options)?;
@@ -409,7 +456,7 @@ impl Engine {
                 view: turn.view,
                 allowed_actions: &[],
             },
-            system_len,
+            system.len(),
             image.as_ref().map(|(_, img)| img.n_tokens()),
             &allowed,
         )?;
@@ -420,20 +467,15 @@ impl Engine {
         let grammar = Grammar::for_move(&self.env, &spec, GrammarEngine::Lark)?;
         self.last_stats.grammar += t.elapsed();
         self.last_prompt = prompt_text(
-            SYSTEM_PROMPT,
+            self.renderer.system_text(),
             image.as_ref().map(|(_, img)| img.n_tokens()),
             &fitted.screen_text,
             &fitted.task_text,
         );
         self.last_stats.truncation = fitted.notes;
 
-        self.prefill_screen(system_len, &fitted.screen, image)?;
-        let t = Instant::now();
-        let logits = self.model.feed(&fitted.task, &[])?;
-        self.last_stats.prefill += t.elapsed();
-        self.last_stats.prefill_new += fitted.task.len();
-        self.last_stats.forward_passes += 1;
-
+        let prompt = self.prompt(&system, &fitted.screen, image.as_ref(), &fitted.task);
+        let logits = self.feed_prompt(&prompt, image)?;
         let decoded = decode_move(self.model.as_mut(), &logits, &grammar, &self.decode)?;
         let d = &decoded.decoded.stats;
         self.last_stats.generated = d.tokens;
@@ -446,34 +488,42 @@ impl Engine {
         Ok(decoded.next_move)
     }
 
-    /// Feed the grader's prompt (its own system run, the screen, the question) and
-    /// return the question's last logits; the model's last hidden state is then the
-    /// grader head's input.
+    /// Feed the grader's prompt (the agent's system and screen runs, then the grader's
+    /// question) and return the question's last logits; the model's last hidden state is
+    /// then the grader head's input. When the screenshot and view are the ones the last
+    /// `decide_next` saw, everything before the question is already in the cache.
     fn grader_prefill(&mut self, turn: &Turn<'_>, summary: &str) -> Result<Tensor> {
         let image = match turn.screenshot {
             Some(bytes) => Some(self.encoded_image(bytes)?),
             None => None,
         };
-        let system_len = self.prefill_system(SystemRun::Grader)?;
-        let view = trimmed_view(turn.view, usize::MAX, true);
+        let system = self.renderer.system()?;
         let image_tokens = image.as_ref().map(|(_, img)| img.n_tokens());
-        let screen_text = render_view(&view, image_tokens.is_some());
-        let screen = self.renderer.screen_ids(&screen_text, image_tokens)?;
-        self.prefill_screen(system_len, &screen, image)?;
+        // The screen exactly as `decide_next` renders it for this view (same trimming), so
+        // a claim judged on the screen the agent just saw reuses its KV.
+        let no_actions = |_: &PlanningView| -> Result<Vec<&'static str>> { Ok(Vec::new()) };
+        let fitted = self.renderer.fit(
+            &TaskInput {
+                goal: turn.goal,
+                history: &[],
+                shared_memory: turn.shared_memory,
+                view: turn.view,
+                allowed_actions: &[],
+            },
+            system.len(),
+            image_tokens,
+            &no_actions,
+        )?;
         let question_text = render_grader_question(turn.goal, summary);
         self.last_prompt = prompt_text(
-            GRADER_SYSTEM_PROMPT,
+            self.renderer.system_text(),
             image_tokens,
-            &screen_text,
+            &fitted.screen_text,
             &question_text,
         );
         let question = self.renderer.grader_question(turn.goal, summary)?;
-        let t = Instant::now();
-        let logits = self.model.feed(&question, &[])?;
-        self.last_stats.prefill += t.elapsed();
-        self.last_stats.prefill_new += question.len();
-        self.last_stats.forward_passes += 1;
-        Ok(logits)
+        let prompt = self.prompt(&system, &fitted.screen, image.as_ref(), &question);
+        self.feed_prompt(&prompt, image)
     }
 
     fn verify(&mut self, turn: &Turn<'_>, summary: &str) -> Result<DoneVerdict> {
@@ -516,62 +566,74 @@ impl Engine {
             .to_vec1::<f32>()?)
     }
 
-    /// Leave the cache holding the `run` system prompt (computed once, then reused
-    /// while it stays); returns its length.
-    fn prefill_system(&mut self, run: SystemRun) -> Result<usize> {
-        if let Some((cached, len)) = self.system {
-            if cached == run && self.model.cache_len() >= len {
-                return Ok(len);
+    /// A prompt of the system run, the screen run (its image pads marked with the image's
+    /// hash) and the task or question run.
+    fn prompt(
+        &self,
+        system: &[u32],
+        screen: &[u32],
+        image: Option<&(u64, EncodedImage)>,
+        tail: &[u32],
+    ) -> CachedPrompt {
+        let mut prompt = CachedPrompt::default();
+        prompt.push_tokens(system);
+        let pad = self.renderer.special().image_pad;
+        match image.and_then(|(hash, _)| {
+            let start = screen.iter().position(|&t| t == pad)?;
+            let len = screen[start..].iter().take_while(|&&t| t == pad).count();
+            Some((*hash, start, len))
+        }) {
+            Some((hash, start, len)) => {
+                prompt.push_tokens(&screen[..start]);
+                prompt.push_image(&screen[start..start + len], hash);
+                prompt.push_tokens(&screen[start + len..]);
             }
+            None => prompt.push_tokens(screen),
         }
-        self.model.truncate(0)?;
-        self.screen = None;
-        self.system = None;
-        let system = match run {
-            SystemRun::Agent => self.renderer.system()?,
-            SystemRun::Grader => self.renderer.grader_system()?,
-        };
-        let t = Instant::now();
-        self.model.feed(&system, &[])?;
-        self.last_stats.prefill += t.elapsed();
-        self.last_stats.prefill_new += system.len();
-        self.last_stats.forward_passes += 1;
-        self.system = Some((run, system.len()));
-        Ok(system.len())
+        prompt.push_tokens(tail);
+        prompt
     }
 
-    /// Leave the cache holding the system run and `screen`, computing only what changed.
-    fn prefill_screen(
+    /// Leave the cache holding `prompt`, feeding only what it does not already hold
+    /// ([`CachedPrompt::common_prefix`]), and return the logits of its last position.
+    /// Counts reused and new tokens in the turn's stats.
+    fn feed_prompt(
         &mut self,
-        system_len: usize,
-        screen: &[u32],
+        prompt: &CachedPrompt,
         image: Option<(u64, EncodedImage)>,
-    ) -> Result<()> {
-        let mut hasher = DefaultHasher::new();
-        screen.hash(&mut hasher);
-        image.as_ref().map(|(key, _)| *key).hash(&mut hasher);
-        let key = hasher.finish();
-        match self.screen {
-            Some((cached, len)) if cached == key && self.model.cache_len() >= len => {
-                self.model.truncate(len)?;
-                self.last_stats.prefill_reused = len;
-            }
-            _ => {
-                self.model.truncate(system_len)?;
-                self.screen = None;
-                let images: Vec<EncodedImage> = image.into_iter().map(|(_, img)| img).collect();
-                let t = Instant::now();
-                self.model.feed(screen, &images)?;
-                self.last_stats.prefill += t.elapsed();
-                if self.last_stats.prefill_new == 0 {
-                    self.last_stats.prefill_reused = system_len;
-                }
-                self.last_stats.prefill_new += screen.len();
-                self.last_stats.forward_passes += 1;
-                self.screen = Some((key, system_len + screen.len()));
-            }
+    ) -> Result<Tensor> {
+        if prompt.is_empty() {
+            return Err(Error::Internal("an empty prompt".into()));
         }
-        Ok(())
+        let cached = if self.model.cache_len() >= self.cached.len() {
+            self.cached.common_prefix(prompt)
+        } else {
+            0
+        };
+        // The last position is always fed: its logits are the answer's first.
+        let reuse = cached.min(prompt.len() - 1);
+        let reuse = prompt
+            .images
+            .iter()
+            .find(|r| r.start < reuse && reuse < r.start + r.len)
+            .map_or(reuse, |r| r.start);
+        // Until the feed succeeds the cache holds an unknown state.
+        self.cached = CachedPrompt::default();
+        self.model.truncate(reuse)?;
+        let images: Vec<EncodedImage> = match image {
+            Some((hash, encoded)) if prompt.images_from(reuse).any(|r| r.hash == hash) => {
+                vec![encoded]
+            }
+            _ => Vec::new(),
+        };
+        let t = Instant::now();
+        let logits = self.model.feed(&prompt.tokens[reuse..], &images)?;
+        self.last_stats.prefill += t.elapsed();
+        self.last_stats.prefill_reused = reuse;
+        self.last_stats.prefill_new += prompt.len() - reuse;
+        self.last_stats.forward_passes += 1;
+        self.cached = prompt.clone();
+        Ok(logits)
     }
 
     /// The encoded screenshot, from the last turn when the bytes are the same.
@@ -596,12 +658,25 @@ impl Engine {
     }
 }
 
+/// A short fingerprint of the prompt the grader's question follows: the system prompt and
+/// the question's template, so a head is refused once either changes.
+fn prompt_fingerprint(system: &str) -> String {
+    let mut hasher = DefaultHasher::new();
+    system.hash(&mut hasher);
+    render_grader_question("{goal}", "{summary}").hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
+}
+
 /// The turn as text, for `--show-prompt`: the image pads shown as one placeholder.
 fn prompt_text(system: &str, image_tokens: Option<usize>, view: &str, task: &str) -> String {
-    let image = image_tokens.map_or(String::new(), |n| {
-        format!("<|vision_start|><image × {n}><|vision_end|>")
-    });
-    format!("<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{image}{view}{task}")
+    let image = image_tokens
+        .map(chat::image_placeholder)
+        .unwrap_or_default();
+    format!(
+        "{}{}{image}{view}{task}",
+        chat::turn(Role::System, system),
+        chat::open(Role::User)
+    )
 }
 
 #[async_trait]

@@ -6,10 +6,13 @@
 //! model runs ([`clarify`]), and judges `done` claims with a small head on the model's hidden
 //! state ([`grader`]).
 
+mod cache;
 pub mod clarify;
 pub mod grader;
 pub mod history;
 mod local;
 pub mod prompt;
 
-pub use local::{DeviceChoice, LoadReport, LocalPlanner, PlannerOptions, Turn, TurnStats};
+pub use local::{
+    DeviceChoice, LoadReport, LocalPlanner, PlannerOptions, StageTimes, Turn, TurnStats,
+};

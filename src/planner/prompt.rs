@@ -2,8 +2,8 @@
 //!
 //! A turn is three token runs, in this order, so that each can be cached and reused:
 //!
-//! 1. **system** — [`SYSTEM_PROMPT`], identical every turn: its KV is computed once per loaded
-//!    planner and the cache is cut back to it at the start of each turn.
+//! 1. **system** — [`system_prompt`]: the role and the move language the grammar accepts,
+//!    identical every turn, so its KV is computed once per loaded planner.
 //! 2. **screen** — the user turn's opening, the screenshot's `<|image_pad|>` run and the view
 //!    (screen, elements, blockers, anomalies, adapter actions). `verify_done` reuses
 //!    system + screen from the last `decide_next` when the screenshot is the same.
@@ -18,39 +18,44 @@ use std::fmt::Write;
 use cel_contracts::{AttemptRecord, PlanningElement, PlanningView};
 use tokenizers::Tokenizer;
 
-use crate::decode::selected_elements;
+use crate::chat::{self, Role};
+use crate::decode::GrammarOptions;
 use crate::error::{Error, Result};
+use crate::moves::{
+    element_bounds, is_bounds_fact, selected_elements, MoveLanguage, RelativeBox, MAX_ID_CHARS,
+};
 use crate::planner::history;
 use crate::tokenizer::SpecialTokens;
 
-/// The static system prompt: role, move format, coordinates, batch discipline, terminals.
-pub const SYSTEM_PROMPT: &str = "\
+/// The system turn's opening: who the model is and what it sees.
+const ROLE: &str = "\
 You are Sightline, a computer-use agent. You see a screenshot of the user's screen and a \
-description of it, and you decide the next move toward the user's goal.
+description of it, and you decide the next move toward the user's goal.";
 
-Answer with one JSON object and nothing else, in one of four forms:
-{\"kind\":\"batch\",\"purpose\":\"...\",\"steps\":[{\"purpose\":\"...\",\"action\":{...}}]} \
-runs 1 to 5 steps, then you see the screen again.
-{\"kind\":\"done\",\"summary\":\"...\",\"extracted_data\":null} when the screen shows the goal achieved.
-{\"kind\":\"fail\",\"reason\":\"...\"} when the goal cannot be achieved from here.
-{\"kind\":\"clarify\",\"question\":\"...\"} when the goal is ambiguous, or destructive (delete, \
-overwrite, send, pay, buy, transfer) and the user did not explicitly confirm it.
+/// The system turn's closing: how to work in batches and with failures.
+const DISCIPLINE: &str = "\
+Keep batches short: end a batch at any step whose result you need to see before going on. A \
+failed or refused step ends its batch, and the history says why. Never repeat a step that \
+failed the same way. Never claim done before the screen shows it.";
 
-Actions: {\"type\":\"click\",\"target_id\":\"...\"}, {\"type\":\"type\",\"text\":\"...\"}, \
-{\"type\":\"key\",\"key\":\"enter\"}, {\"type\":\"key_combo\",\"keys\":[\"ctrl\",\"s\"]}, \
-{\"type\":\"scroll\",\"dx\":0,\"dy\":3}, {\"type\":\"drag\",\"from_target_id\":\"...\",\"to_target_id\":\"...\"}, \
-{\"type\":\"wait\",\"ms\":500}, {\"type\":\"extract\",\"goal\":\"...\",\"data\":\"...\"}. \
-A click or set_value may end with \"expect_after\":{\"kind\":\"dom_changed\",\"timeout_ms\":2000} \
-when the screen must visibly change; the step then fails if it does not. \
-Only the actions listed as allowed in the turn are accepted.
-Targets: an element id from the screen description, or a point \"xy:X,Y\" where X and Y are \
-integers from 0 to 1000 relative to the screenshot: xy:0,0 is its top-left corner and \
-xy:1000,1000 its bottom-right corner.
-Keep batches short: end a batch at any step whose result you need to see before going on. \
-Never repeat a step that failed the same way. Never claim done before the screen shows it.
-";
+/// The system prompt of a planner whose moves may contain `language`: the role, the move
+/// language as the grammar accepts it ([`MoveLanguage::instructions`]), the batch
+/// discipline. Identical every turn (the cached prefix); the turn lists which actions it
+/// allows.
+pub fn system_prompt(language: &MoveLanguage<'_>) -> String {
+    format!("{ROLE}\n\n{}\n{DISCIPLINE}\n", language.instructions())
+}
 
-pub use crate::decode::MAX_ELEMENTS;
+/// The system prompt of a planner whose grammar is built with `options`.
+pub fn system_prompt_for(options: &GrammarOptions) -> String {
+    system_prompt(&MoveLanguage {
+        actions: &options.actions,
+        coordinate_targets: options.coordinate_targets,
+        limits: &options.limits,
+    })
+}
+
+pub use crate::moves::MAX_ELEMENTS;
 /// Longest label, value or description rendered, in characters.
 pub const MAX_FIELD_CHARS: usize = 120;
 /// Longest rendering of the shared memory, in characters.
@@ -180,14 +185,14 @@ fn truncation_notes(
         let long_ids = view
             .elements
             .iter()
-            .filter(|e| e.id.chars().nth(crate::decode::MAX_ID_CHARS).is_some())
+            .filter(|e| e.id.chars().nth(MAX_ID_CHARS).is_some())
             .count();
         notes.push(format!(
             "elements: {} of {total} shown ({} selectable under the view's cap of {}, {long_ids} with ids over {} characters)",
             shown.elements.len(),
             selectable,
             (view.budget.max_elements as usize).min(MAX_ELEMENTS),
-            crate::decode::MAX_ID_CHARS
+            MAX_ID_CHARS
         ));
     }
     let records = turn.history.len();
@@ -214,13 +219,24 @@ fn truncation_notes(
 pub struct PromptRenderer {
     tokenizer: Tokenizer,
     special: SpecialTokens,
+    system: String,
 }
 
 impl PromptRenderer {
-    /// A renderer for `tokenizer`, which must carry the Qwen3-VL special tokens.
-    pub fn new(tokenizer: Tokenizer) -> Result<Self> {
+    /// A renderer for `tokenizer`, which must carry the Qwen3-VL special tokens, with the
+    /// system prompt `system` (see [`system_prompt`]).
+    pub fn new(tokenizer: Tokenizer, system: String) -> Result<Self> {
         let special = SpecialTokens::from_tokenizer(&tokenizer)?;
-        Ok(PromptRenderer { tokenizer, special })
+        Ok(PromptRenderer {
+            tokenizer,
+            special,
+            system,
+        })
+    }
+
+    /// The system prompt's text.
+    pub fn system_text(&self) -> &str {
+        &self.system
     }
 
     /// The special-token ids.
@@ -235,17 +251,15 @@ impl PromptRenderer {
 
     /// Run 1: the system turn.
     pub fn system(&self) -> Result<Vec<u32>> {
-        self.encode(&format!("<|im_start|>system\n{SYSTEM_PROMPT}<|im_end|>\n"))
+        self.encode(&chat::turn(Role::System, &self.system))
     }
 
     /// Run 2: the user turn's opening, `image_tokens` image pads (none for a text-only
     /// turn) and the view.
     pub fn screen(&self, view: &PlanningView, image_tokens: Option<usize>) -> Result<Vec<u32>> {
-        let mut ids = self.encode("<|im_start|>user\n")?;
+        let mut ids = self.encode(&chat::open(Role::User))?;
         if let Some(n) = image_tokens {
-            ids.push(self.special.vision_start);
-            ids.extend(std::iter::repeat_n(self.special.image_pad, n));
-            ids.push(self.special.vision_end);
+            ids.extend(chat::image_ids(&self.special, n));
         }
         ids.extend(self.encode(&render_view(view, image_tokens.is_some()))?);
         Ok(ids)
@@ -271,7 +285,6 @@ impl PromptRenderer {
     /// trimmed view (the grammar is built from [`FittedTurn::view`]). Cost: a few renders
     /// and tokenizations of a text bounded by the caps, whatever the input's size.
     ///
-    /// [`MAX_ID_CHARS`]: crate::decode::MAX_ID_CHARS
     pub fn fit(
         &self,
         turn: &TaskInput<'_>,
@@ -356,26 +369,17 @@ impl PromptRenderer {
 
     /// Run 2's tokens for an already rendered view text (from [`render_view`]).
     pub fn screen_ids(&self, view_text: &str, image_tokens: Option<usize>) -> Result<Vec<u32>> {
-        let mut ids = self.encode("<|im_start|>user\n")?;
+        let mut ids = self.encode(&chat::open(Role::User))?;
         if let Some(n) = image_tokens {
-            ids.push(self.special.vision_start);
-            ids.extend(std::iter::repeat_n(self.special.image_pad, n));
-            ids.push(self.special.vision_end);
+            ids.extend(chat::image_ids(&self.special, n));
         }
         ids.extend(self.encode(view_text)?);
         Ok(ids)
     }
 
-    /// The grader's system run.
-    pub fn grader_system(&self) -> Result<Vec<u32>> {
-        self.encode(&format!(
-            "<|im_start|>system\n{GRADER_SYSTEM_PROMPT}<|im_end|>\n"
-        ))
-    }
-
     /// The hint follow-up's tokens ([`render_hint_question`]).
     pub fn hint_question(&self) -> Result<Vec<u32>> {
-        self.encode(render_hint_question())
+        self.encode(&render_hint_question())
     }
 
     /// The ids of `words` that encode to exactly one token (the others are left out).
@@ -474,9 +478,15 @@ pub fn render_view(view: &PlanningView, has_screenshot: bool) -> String {
         if omitted > 0 {
             let _ = write!(out, ", {omitted} more not shown");
         }
+        if selected
+            .iter()
+            .any(|e| element_bounds(view, &e.id).is_some())
+        {
+            out.push_str("; at left,top-right,bottom");
+        }
         out.push_str("):\n");
         for element in selected {
-            render_element(&mut out, element);
+            render_element(&mut out, element, element_bounds(view, &element.id));
         }
     }
     for blocker in view.blockers.iter().take(MAX_LIST_ENTRIES) {
@@ -522,6 +532,7 @@ pub fn render_view(view: &PlanningView, has_screenshot: bool) -> String {
     for fact in view
         .adapter_facts
         .iter()
+        .filter(|f| !is_bounds_fact(f))
         .take(cap(view.budget.max_adapter_facts))
     {
         let _ = writeln!(
@@ -563,7 +574,8 @@ pub fn trimmed_view(view: &PlanningView, elements: usize, extras: bool) -> Plann
         out.memories.clear();
         out.knowledge.clear();
         out.recent_events.clear();
-        out.adapter_facts.clear();
+        // The element bounds are part of the elements, not an extra.
+        out.adapter_facts.retain(is_bounds_fact);
         out.evidence.clear();
     }
     out
@@ -582,7 +594,20 @@ impl CloneWithoutElements for PlanningView {
             budget: self.budget.clone(),
             screen: self.screen.clone(),
             elements: Vec::new(),
-            adapter_facts: self.adapter_facts[..cap(self.adapter_facts.len())].to_vec(),
+            // The bounds fact (kept whole, wherever it is) and the first other facts.
+            adapter_facts: self
+                .adapter_facts
+                .iter()
+                .filter(|f| is_bounds_fact(f))
+                .take(1)
+                .chain(
+                    self.adapter_facts
+                        .iter()
+                        .filter(|f| !is_bounds_fact(f))
+                        .take(MAX_LIST_ENTRIES),
+                )
+                .cloned()
+                .collect(),
             adapter_actions: Vec::new(),
             capabilities: self.capabilities[..cap(self.capabilities.len())].to_vec(),
             run_progress: self.run_progress.clone(),
@@ -599,12 +624,16 @@ impl CloneWithoutElements for PlanningView {
     }
 }
 
-fn render_element(out: &mut String, e: &PlanningElement) {
+fn render_element(out: &mut String, e: &PlanningElement, bounds: Option<RelativeBox>) {
     // Ids are never clipped (the model must copy them exactly); `selected_elements`
     // leaves out ids too long to show.
     let _ = write!(out, "- {} {}", json_string(&e.id), clip(&e.element_type));
     if let Some(label) = &e.label {
         let _ = write!(out, " {}", quoted(label));
+    }
+    // Where it is, in the coordinates of xy: targets.
+    if let Some([left, top, right, bottom]) = bounds {
+        let _ = write!(out, " at {left},{top}-{right},{bottom}");
     }
     if let Some(value) = &e.value {
         let _ = write!(out, " value={}", quoted(value));
@@ -665,34 +694,34 @@ pub fn render_task_with(
         "Allowed actions: {}.",
         input.allowed_actions.join(", ")
     );
-    out.push_str("<|im_end|>\n<|im_start|>assistant\n");
+    out.push_str(&chat::answer());
     out
 }
 
-/// The grader's own system turn: a yes/no judge, not the agent's JSON instructions.
-pub const GRADER_SYSTEM_PROMPT: &str = "\
-You check whether a computer-use agent finished its task. You see a screenshot of the \
-screen and a description of it, the user's goal and what the agent claims. Judge only by \
-what the screen shows. Answer with one word: Yes or No.
-";
-
-/// The grader question, ending where the answer word goes.
+/// The grader question, ending where the answer word goes. It follows the agent's own
+/// system and screen runs (so a claim judged on the screen the agent last saw reuses their
+/// cached KV) and asks for a judgement, not a move.
 pub fn render_grader_question(goal: &str, summary: &str) -> String {
     format!(
-        "Goal: {}\nThe agent claims: {}\nDoes the screen show the goal achieved? Answer Yes or \
-No.<|im_end|>\n<|im_start|>assistant\n",
+        "Goal: {}\nThe agent claims the goal is done: {}\nDo not plan a move now: judge only by \
+what the screen shows. Is the goal achieved? Answer with one word, Yes or No.{}",
         clip_to(goal.trim(), MAX_GOAL_CHARS),
-        clip_to(summary.trim(), MAX_MEMORY_CHARS)
+        clip_to(summary.trim(), MAX_MEMORY_CHARS),
+        chat::answer()
     )
 }
 
 /// The follow-up after a rejection, asking for one hint word (the answer is read from
 /// the four hint words' logits only: a constrained one-word answer).
-pub fn render_hint_question() -> &'static str {
-    "No<|im_end|>\n<|im_start|>user\nWhat should the agent do next? Answer with one word: Retry \
-(the last action did not take effect), Switch (a different kind of action is needed), Target \
-(a different element is needed) or Stop (the goal cannot be reached).<|im_end|>\n\
-<|im_start|>assistant\n"
+pub fn render_hint_question() -> String {
+    format!(
+        "No{}{}What should the agent do next? Answer with one word: Retry (the last action did \
+not take effect), Switch (a different kind of action is needed), Target (a different element is \
+needed) or Stop (the goal cannot be reached).{}",
+        chat::END,
+        chat::open(Role::User),
+        chat::answer()
+    )
 }
 
 fn quoted(text: &str) -> String {

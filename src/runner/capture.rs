@@ -225,6 +225,19 @@ impl ScreenCapturer {
     }
 }
 
+/// The window manager's client windows, as (id, focused), in stacking order; empty where
+/// there is no window manager. For the runner's settle check.
+pub fn window_list() -> Vec<(u32, bool)> {
+    Window::all()
+        .map(|windows| {
+            windows
+                .iter()
+                .map(|w| (w.id().unwrap_or(0), w.is_focused().unwrap_or(false)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The focused window's app name and title, best effort: without a window manager (Xvfb) or
 /// without `_NET_ACTIVE_WINDOW` there is no focused window to report.
 fn focused_window() -> (String, String) {

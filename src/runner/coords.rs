@@ -1,5 +1,6 @@
-//! Coordinate targets: `xy:X,Y` points in the 0–1000 space of the screenshot the planner saw,
-//! mapped to the coordinates the input backend expects.
+//! Coordinate targets (`xy:X,Y` points in the 0–1000 space of the screenshot the planner saw,
+//! parsed by [`crate::moves::parse_target`]) mapped to the coordinates the input backend
+//! expects.
 //!
 //! Qwen3-VL grounds in relative coordinates from 0 to 1000 over the image it was shown
 //! (ARCHITECTURE.md, decision 5). The mapping uses the size of the *captured image* and the monitor's
@@ -8,60 +9,7 @@
 //! (XTest, through enigo) is in physical root-window pixels.
 
 use crate::error::{Error, Result};
-
-/// The upper end of the relative coordinate space (inclusive), Qwen3-VL's convention.
-pub const XY_SPACE_MAX: u32 = 1000;
-
-/// The prefix of a coordinate target id.
-pub const XY_PREFIX: &str = "xy:";
-
-/// A point in the planner's relative space: both coordinates in `0..=XY_SPACE_MAX`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RelativePoint {
-    /// Horizontal position, 0 = left edge, 1000 = right edge of the screenshot.
-    pub x: u32,
-    /// Vertical position, 0 = top edge, 1000 = bottom edge of the screenshot.
-    pub y: u32,
-}
-
-impl RelativePoint {
-    /// A point after checking both coordinates are within `0..=1000`.
-    pub fn new(x: i64, y: i64) -> Result<Self> {
-        let max = i64::from(XY_SPACE_MAX);
-        if !(0..=max).contains(&x) || !(0..=max).contains(&y) {
-            return Err(Error::invalid_input(format!(
-                "coordinate ({x},{y}) is outside the 0..={XY_SPACE_MAX} space of the screenshot"
-            )));
-        }
-        // Both values were just checked to lie in 0..=1000, so they fit a u32.
-        Ok(Self {
-            x: x as u32,
-            y: y as u32,
-        })
-    }
-}
-
-/// Parses a target id of the form `xy:X,Y`.
-///
-/// Returns `Ok(None)` when the id is not a coordinate target (no `xy:` prefix), so a caller can
-/// try an element resolver next; an id with the prefix but a malformed or out-of-range body is an
-/// error naming the id.
-pub fn parse_xy_target(target_id: &str) -> Result<Option<RelativePoint>> {
-    let Some(body) = target_id.trim().strip_prefix(XY_PREFIX) else {
-        return Ok(None);
-    };
-    let malformed = || {
-        Error::invalid_input(format!(
-            "target {target_id:?} is not of the form xy:X,Y with integers 0..={XY_SPACE_MAX}"
-        ))
-    };
-    let (xs, ys) = body.split_once(',').ok_or_else(malformed)?;
-    let x: i64 = xs.trim().parse().map_err(|_| malformed())?;
-    let y: i64 = ys.trim().parse().map_err(|_| malformed())?;
-    RelativePoint::new(x, y)
-        .map(Some)
-        .map_err(|e| Error::invalid_input_caused(format!("target {target_id:?}"), e))
-}
+use crate::moves::{RelativePoint, COORDINATE_MAX};
 
 /// Where a screenshot lies on the input backend's coordinate plane.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -129,8 +77,8 @@ impl ScreenGeometry {
             if size == 0 {
                 return 0;
             }
-            let v = (f64::from(p) * f64::from(XY_SPACE_MAX) / f64::from(size)).round();
-            (v as u32).min(XY_SPACE_MAX)
+            let v = (f64::from(p) * f64::from(COORDINATE_MAX) / f64::from(size)).round();
+            (v as u32).min(COORDINATE_MAX)
         };
         RelativePoint {
             x: rel(px, self.image_width),
@@ -175,27 +123,13 @@ impl ScreenGeometry {
 
 /// Pixel position along one axis of `size` pixels for relative coordinate `v`.
 fn scale_axis(v: u32, size: u32) -> f64 {
-    let px = (f64::from(v) * f64::from(size) / f64::from(XY_SPACE_MAX)).round();
+    let px = (f64::from(v) * f64::from(size) / f64::from(COORDINATE_MAX)).round();
     px.min(f64::from(size - 1))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn xy_targets_parse_and_reject_out_of_range() -> Result<()> {
-        assert_eq!(
-            parse_xy_target("xy:500,250")?,
-            Some(RelativePoint { x: 500, y: 250 })
-        );
-        assert_eq!(parse_xy_target("a11y:42")?, None);
-        assert!(parse_xy_target("xy:1001,3").is_err());
-        assert!(parse_xy_target("xy:-1,3").is_err());
-        assert!(parse_xy_target("xy:12").is_err());
-        assert!(parse_xy_target("xy:a,b").is_err());
-        Ok(())
-    }
 
     #[test]
     fn mapping_uses_image_size_and_origin_and_clamps_far_edge() -> Result<()> {

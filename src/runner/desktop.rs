@@ -7,12 +7,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use cel_contracts::PlanningView;
 
 use super::capture::{self, Capture, MonitorInfo, ScreenCapturer};
-use super::coords::{self, InputPoint, ScreenGeometry};
+use super::coords::{InputPoint, ScreenGeometry};
 use super::elements::{
     ClickVia, ElementBudget, ElementFacts, ElementSource, ElementTable, ScreenElement,
 };
 use super::input::{EnigoInput, InputDevice};
 use crate::error::{Error, Result};
+use crate::moves::{parse_point, parse_target, Target};
 
 // ─── Desktop ────────────────────────────────────────────────────────────────
 
@@ -24,6 +25,12 @@ pub trait Desktop {
     fn input(&mut self) -> &mut dyn InputDevice;
     /// Where on-screen elements come from, when this desktop has an accessibility tree.
     fn elements(&mut self) -> Option<&mut dyn ElementSource> {
+        None
+    }
+    /// A fingerprint of the top-level windows (which exist, which has focus), where the
+    /// desktop can tell; the runner compares it while it waits for the application
+    /// ([`settle`](super::settle)).
+    fn windows_signature(&mut self) -> Option<u64> {
         None
     }
 }
@@ -124,6 +131,21 @@ impl Desktop for XDesktop {
             _ => None,
         }
     }
+
+    /// The window manager's client list with the focused window (empty on a display without
+    /// one, such as a bare Xvfb), and the accessibility tree's top-level windows where there is
+    /// a bus: either one seeing a window open is enough.
+    fn windows_signature(&mut self) -> Option<u64> {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        capture::window_list().hash(&mut hasher);
+        if !matches!(self.elements, ElementsState::Unavailable) {
+            self.elements()
+                .and_then(|source| source.windows_signature())
+                .hash(&mut hasher);
+        }
+        Some(hasher.finish())
+    }
 }
 
 /// Reads the elements of one capture from `desktop`, or `None` when it has no source or the
@@ -168,9 +190,9 @@ impl TargetResolver for XyResolver {
         view: &PlanningView,
         geometry: &ScreenGeometry,
     ) -> Result<InputPoint> {
-        match coords::parse_xy_target(target_id)? {
-            Some(p) => geometry.to_input(p),
-            None => {
+        match parse_target(target_id)? {
+            Target::Point(p) => geometry.to_input(p),
+            Target::Element(_) => {
                 let known = view.elements.iter().any(|e| e.id == target_id);
                 Err(Error::runner(format!(
                     "target {target_id:?} is not an xy:X,Y point{}; this runner resolves only \
@@ -289,7 +311,7 @@ pub fn element_facts(
             .unwrap_or_else(|| e.raw.name.clone());
         return Some(facts(e, name));
     }
-    let rel = coords::parse_xy_target(target_id).ok()??;
+    let rel = parse_point(target_id)?;
     let p = geometry.to_input(rel).ok()?;
     let (px, py) = geometry.pixel_of_input(p);
     table

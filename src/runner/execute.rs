@@ -73,6 +73,8 @@ impl Runner {
         }
 
         let mut any_input = false;
+        // How long the application may take to react to this batch (the most any step needs).
+        let mut settle_kind = SettleKind::Edit;
         let max_attempts = self.options.limits.max_step_retries.max(1);
         for (index, step) in steps.iter().enumerate() {
             if let Some(end) = self.between_steps_check(state, purpose, &step.purpose) {
@@ -109,14 +111,18 @@ impl Runner {
                     data: json!({ "refused": refusal.kind, "trigger": refusal.trigger }),
                     next_action_hint: None,
                 });
-                return TurnEnd::Finish(
-                    GoalOutcome::Refused {
-                        summary: refusal.message,
+                return self.end_failed_batch(
+                    state,
+                    record,
+                    any_input.then_some(settle_kind),
+                    BatchFailure::Refused {
+                        message: refusal.message,
                     },
-                    EndReason::EndedOnRefusal,
                 );
             }
             state.steps_used += 1;
+            let role = seen.first().map(|(_, facts)| facts.role.as_str());
+            settle_kind = settle_kind.max(settle::settle_kind(&step.action, role));
             let mut errors: Vec<String> = Vec::new();
             for attempt in 1..=max_attempts {
                 if attempt > 1 {
@@ -184,30 +190,26 @@ impl Runner {
                             next_action_hint: None,
                         });
                         errors.push(message);
-                        if !recoverable {
-                            return TurnEnd::Finish(
-                                GoalOutcome::Failed(FailureReport {
+                        // A step the plan got wrong (a stale id, an unmet expectation) cannot
+                        // succeed by trying again; a transient input error may, up to the
+                        // retry budget. Either way the batch ends there and the planner reads
+                        // the error on its next turn (ARCHITECTURE.md, decision 16).
+                        if !recoverable || attempt == max_attempts {
+                            if recoverable {
+                                errors.push(format!(
+                                    "{max_attempts} attempts of this step failed \
+                                     (max_step_retries)"
+                                ));
+                            }
+                            return self.end_failed_batch(
+                                state,
+                                record,
+                                any_input.then_some(settle_kind),
+                                BatchFailure::Step(FailureReport {
                                     failing_sub_goal: purpose.to_string(),
                                     failing_step: step.purpose.clone(),
                                     attempts: errors,
                                 }),
-                                EndReason::StepFailed,
-                            );
-                        }
-                        if attempt == max_attempts {
-                            errors.push(format!(
-                                "budget exhausted: max_step_retries ({max_attempts} attempts of \
-                                 this step failed)"
-                            ));
-                            return TurnEnd::Finish(
-                                GoalOutcome::Failed(FailureReport {
-                                    failing_sub_goal: purpose.to_string(),
-                                    failing_step: step.purpose.clone(),
-                                    attempts: errors,
-                                }),
-                                EndReason::BudgetExhausted {
-                                    budget: Budget::StepRetries,
-                                },
                             );
                         }
                         self.pause(self.options.step_pause_ms, state);
@@ -218,12 +220,61 @@ impl Runner {
                 self.pause(self.options.step_pause_ms, state);
             }
         }
+        state.failed_batches = 0;
         if any_input {
-            let t0 = Instant::now();
-            state.pending_capture = self.settle(state);
-            record.settle_ms = t0.elapsed().as_millis() as u64;
+            self.settle_after(state, record, settle_kind);
         }
         TurnEnd::Continue
+    }
+
+    /// A batch ended on a failed or refused step: the steps before it stay done, the screen
+    /// settles after any input they gave, and the run goes on to the next turn, where the
+    /// planner reads the failure in its history. Only when the failure budget
+    /// ([`RunOptions::max_failures`] batches in a row) is spent does the run end: as refused
+    /// when the last failure was a refusal (the run cannot go on without a permission the user
+    /// has not given), else as failed. `input`: the batch gave input before it failed, and how
+    /// long its effect may take to show.
+    fn end_failed_batch(
+        &mut self,
+        state: &mut RunState,
+        record: &mut TurnRecord,
+        input: Option<SettleKind>,
+        failure: BatchFailure,
+    ) -> TurnEnd {
+        state.failed_batches += 1;
+        if let Some(kind) = input {
+            self.settle_after(state, record, kind);
+        }
+        let max = self.options.max_failures.max(1);
+        if state.failed_batches < max {
+            return TurnEnd::Continue;
+        }
+        match failure {
+            BatchFailure::Refused { message } => TurnEnd::Finish(
+                GoalOutcome::Refused { summary: message },
+                EndReason::EndedOnRefusal,
+            ),
+            BatchFailure::Step(mut report) => {
+                report.attempts.push(format!(
+                    "budget exhausted: {max} batches in a row ended on a failed step \
+                     (max_failures)"
+                ));
+                TurnEnd::Finish(
+                    GoalOutcome::Failed(report),
+                    EndReason::BudgetExhausted {
+                        budget: Budget::Failures,
+                    },
+                )
+            }
+        }
+    }
+
+    /// Waits for the application to react to the batch's input ([`settle`](Self::settle)) and
+    /// keeps the last frame as the next observation.
+    fn settle_after(&mut self, state: &mut RunState, record: &mut TurnRecord, kind: SettleKind) {
+        let t0 = Instant::now();
+        state.pending_capture = self.settle(state, kind);
+        record.settle_ms = t0.elapsed().as_millis() as u64;
     }
 
     /// What the screen says each target of `action` is (the element of an id, the element under
@@ -388,10 +439,10 @@ impl Runner {
                 to_y,
             } => {
                 // Select's coordinates follow the same 0–1000 convention as xy: targets.
-                let rel_from =
-                    RelativePoint::new((*from_x).into(), (*from_y).into()).map_err(plan_err)?;
-                let rel_to =
-                    RelativePoint::new((*to_x).into(), (*to_y).into()).map_err(plan_err)?;
+                let rel_from = crate::moves::RelativePoint::new((*from_x).into(), (*from_y).into())
+                    .map_err(plan_err)?;
+                let rel_to = crate::moves::RelativePoint::new((*to_x).into(), (*to_y).into())
+                    .map_err(plan_err)?;
                 let from = geometry.to_input(rel_from).map_err(plan_err)?;
                 let to = geometry.to_input(rel_to).map_err(plan_err)?;
                 self.drag(from, to, state).map_err(input_err)?;
@@ -432,7 +483,7 @@ impl Runner {
     /// `before`; a screen that stays the same fails the step, so the planner's history
     /// shows the expectation was not met.
     ///
-    /// [`MAX_EXPECT_MS`]: crate::decode::MAX_EXPECT_MS
+    /// [`MAX_EXPECT_MS`]: crate::moves::MAX_EXPECT_MS
     fn expect_screen_change(
         &mut self,
         before: &image::RgbaImage,
@@ -440,7 +491,7 @@ impl Runner {
         state: &RunState,
     ) -> std::result::Result<(), StepError> {
         const POLL_MS: u64 = 100;
-        let timeout_ms = timeout_ms.min(u64::from(crate::decode::MAX_EXPECT_MS));
+        let timeout_ms = timeout_ms.min(u64::from(crate::moves::MAX_EXPECT_MS));
         let started = std::time::Instant::now();
         loop {
             self.pause(POLL_MS.min(timeout_ms), state);
@@ -493,6 +544,17 @@ impl Runner {
         state.runner_pointer = input.pointer().ok();
         result.and(released)
     }
+}
+
+/// How a batch that did not finish failed.
+pub(super) enum BatchFailure {
+    /// The gate refused a step; `message` says what and how the user can allow it.
+    Refused {
+        /// The refusal, as the history and the outcome give it.
+        message: String,
+    },
+    /// A step failed (a plan error, or every retry of an input error).
+    Step(FailureReport),
 }
 
 /// What an action is executed against: the view the planner saw, its screenshot's geometry

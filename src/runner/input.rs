@@ -35,8 +35,8 @@ use super::coords::InputPoint;
 use crate::error::{Error, Result};
 
 /// The key names [`parse_key`] accepts besides single characters: [`KEY_NAMES`] (the names
-/// the decoding grammar offers) and [`KEY_ALIASES`]; one list, in [`crate::keys`].
-pub use crate::keys::{KEY_ALIASES, KEY_NAMES};
+/// the decoding grammar offers) and [`KEY_ALIASES`]; one list, in [`crate::moves::keys`].
+pub use crate::moves::{KEY_ALIASES, KEY_NAMES};
 
 /// Parses one key name (see the module docs for the accepted names).
 pub fn parse_key(name: &str) -> Result<Key> {

@@ -10,9 +10,15 @@
 //! Safety lives here, not only in the prompt (ARCHITECTURE.md, decision 9): budgets from
 //! [`RunLimits`](cel_contracts::RunLimits), `dry_run`, `confirm` (a [`ConfirmPrompt`] per batch), the top-left-corner
 //! fail-safe and the Ctrl-C [`StopFlag`] (both checked between steps), and the destructive-step
-//! gate ([`safety::check_step`]), which ends the run as [`GoalOutcome::Refused`]
-//! ([`EndReason::EndedOnRefusal`]) unless the goal confirms the step. The gate applies in a dry
-//! run too, so a dry run shows what a real run would refuse.
+//! gate ([`safety`]). The gate applies in a dry run too, so a dry run shows what a real run
+//! would refuse.
+//!
+//! A failed step is a turn, not an ending: a step the gate refuses, a stale element id, an unmet
+//! `expect_after` or an input error that outlasts its retries ends its batch; the attempt goes
+//! into the history with its error, and the next turn lets the planner read it and choose
+//! another way. [`RunOptions::max_failures`] batches in a row that end so end the run, as
+//! [`GoalOutcome::Refused`] when the last one was a refusal, else as failed
+//! ([`Budget::Failures`]).
 //!
 //! ```no_run
 //! use sightline::runner::{NoopObserver, ReplayPlanner, RunOptions, Runner, XDesktop};
@@ -59,7 +65,9 @@ pub mod trace;
 mod desktop;
 mod element_steps;
 mod execute;
+mod observe;
 mod options;
+pub mod settle;
 
 use std::time::{Duration, Instant};
 
@@ -70,7 +78,7 @@ use cel_contracts::{
 use serde_json::{json, Value};
 
 pub use capture::{list_monitors, Capture, MonitorInfo, ScreenCapturer};
-pub use coords::{InputPoint, RelativePoint, ScreenGeometry};
+pub use coords::{InputPoint, ScreenGeometry};
 pub use desktop::{
     capture_elements, element_facts, Desktop, ElementClick, ElementResolver, ElementTarget,
     TargetResolver, XDesktop, XyResolver,
@@ -80,19 +88,18 @@ pub use elements::{
 };
 pub use execute::{action_type, describe_action};
 pub use input::{parse_key, parse_key_chord, ButtonAction, EnigoInput, InputDevice, KEY_NAMES};
+pub use observe::desktop_view;
 pub use options::{
     Budget, EndReason, NoopObserver, RunObserver, RunOptions, RunReport, SettleOptions,
+    DEFAULT_MAX_FAILURES,
 };
 pub use replay::ReplayPlanner;
 pub use safety::{ConfirmPrompt, ScriptedPrompt, StopFlag, TerminalPrompt};
+use settle::{SettleKind, SettleStep, Settler};
 pub use trace::{RunMeta, TraceWriter, TurnRecord};
 
 use crate::error::{Error, Result};
-use crate::view::desktop_view;
 
-/// The capability id announcing native mouse and keyboard input (the one the grammar reads).
-pub use crate::decode::CAPABILITY_NATIVE_INPUT;
-pub use crate::view::CAPABILITY_VISION;
 /// Longest single `wait` step honoured; longer waits are cut to this (the run's timeout still
 /// applies on top).
 pub const MAX_WAIT_MS: u64 = 60_000;
@@ -107,6 +114,10 @@ const DRAG_MOTION_STEPS: i32 = 10;
 
 // ─── The runner ─────────────────────────────────────────────────────────────
 
+/// The planner's own account of its last call, as JSON for the trace (see
+/// [`Runner::with_planner_stats`]).
+pub type PlannerStats = Box<dyn Fn() -> Option<Value> + Send + Sync>;
+
 /// Runs goals on a [`Desktop`].
 pub struct Runner {
     desktop: Box<dyn Desktop>,
@@ -114,6 +125,7 @@ pub struct Runner {
     resolver: Box<dyn TargetResolver>,
     prompt: Box<dyn ConfirmPrompt>,
     stop: StopFlag,
+    planner_stats: Option<PlannerStats>,
 }
 
 impl std::fmt::Debug for Runner {
@@ -132,6 +144,8 @@ struct RunState {
     memory: Value,
     steps_used: u32,
     turns: u32,
+    /// Batches in a row that ended on a failed or refused step.
+    failed_batches: u32,
     /// Where the runner itself last put the pointer: the fail-safe ignores that position, so a
     /// planned click at `xy:0,0` does not abort the run.
     runner_pointer: Option<InputPoint>,
@@ -174,7 +188,17 @@ impl Runner {
             resolver: Box::new(XyResolver),
             prompt: Box::new(TerminalPrompt),
             stop: StopFlag::new(),
+            planner_stats: None,
         }
+    }
+
+    /// Asks `stats` after each `decide_next` and `verify_done` for the planner's own account
+    /// of the call (its stage timings and token counts) and writes it into the trace. The
+    /// runner knows the planner only as a `PlanProducer`; whoever built the planner knows how
+    /// to ask it.
+    pub fn with_planner_stats(mut self, stats: PlannerStats) -> Self {
+        self.planner_stats = Some(stats);
+        self
     }
 
     /// Uses another target resolver (for element ids).
@@ -227,6 +251,7 @@ impl Runner {
             memory: json!({}),
             steps_used: 0,
             turns: 0,
+            failed_batches: 0,
             runner_pointer: None,
             pending_capture: None,
             geometry: None,
@@ -308,6 +333,7 @@ impl Runner {
         }
         let turn_start = Instant::now();
         let started_ms = state.start.elapsed().as_millis() as u64;
+        let history_before = state.history.len();
         let capture = match state.pending_capture.take() {
             Some(c) => c,
             None => match self.desktop.capture() {
@@ -351,11 +377,14 @@ impl Runner {
             view: view.clone(),
             elements: elements.clone(),
             decide_ms: 0,
+            decide_stats: None,
             next_move: None,
             planner_error: None,
             steps: Vec::new(),
             verdict: None,
             verify_ms: None,
+            verify_stats: None,
+            attempts: Vec::new(),
             settle_ms: 0,
         };
         if let Some(t) = trace {
@@ -370,6 +399,7 @@ impl Runner {
             .decide_next(goal, &state.history, &state.memory, &view, Some(&png))
             .await;
         record.decide_ms = t0.elapsed().as_millis() as u64;
+        record.decide_stats = self.planner_stats.as_ref().and_then(|stats| stats());
         let mv = match decided {
             Ok(mv) => mv,
             Err(e) => {
@@ -426,6 +456,7 @@ impl Runner {
                 self.run_batch(&input, observer, state, &mut record, &purpose, &steps)
             }
         };
+        record.attempts = state.history[history_before..].to_vec();
         (end, Some(record))
     }
 
@@ -450,6 +481,7 @@ impl Runner {
             .verify_done(goal, &summary, &state.memory, view, Some(png))
             .await;
         record.verify_ms = Some(t0.elapsed().as_millis() as u64);
+        record.verify_stats = self.planner_stats.as_ref().and_then(|stats| stats());
         let verdict = match verdict {
             Ok(v) => v,
             Err(e) => {
@@ -601,7 +633,7 @@ impl Runner {
             steps_used,
             max_steps: self.options.limits.max_steps,
         };
-        desktop_view(goal, capture, elements, progress)
+        desktop_view(goal, capture, elements, table, progress)
     }
 
     /// Sleeps up to `ms`, in short slices so Ctrl-C and the deadline cut it short.
@@ -617,27 +649,33 @@ impl Runner {
         }
     }
 
-    /// Waits until two consecutive frames are identical or the settle budget is spent. Returns
-    /// the last frame to be reused as the next observation (none if capturing failed; the next
-    /// turn will capture again and report the error).
-    fn settle(&mut self, state: &RunState) -> Option<Capture> {
-        let settle = self.options.settle;
+    /// Waits for the application to react to a batch of `kind` ([`settle`] has the rule).
+    /// Returns the last frame, to be reused as the next observation (none if capturing failed;
+    /// the next turn will capture again and report the error).
+    fn settle(&mut self, state: &RunState, kind: SettleKind) -> Option<Capture> {
+        let options = self.options.settle;
         let started = Instant::now();
-        self.pause(settle.min_ms, state);
+        let mut settler = Settler::new(options, kind);
         let mut last = self.desktop.capture().ok()?;
+        let mut windows = self.desktop.windows_signature();
         loop {
-            if started.elapsed() >= Duration::from_millis(settle.max_ms)
-                || self.stop.is_stop_requested()
-                || Instant::now() >= state.deadline
-            {
+            if self.stop.is_stop_requested() || Instant::now() >= state.deadline {
                 return Some(last);
             }
-            self.pause(settle.poll_ms, state);
+            self.pause(options.poll_ms, state);
             let next = self.desktop.capture().ok()?;
-            let same = next.image.as_raw() == last.image.as_raw();
+            let now_windows = self.desktop.windows_signature();
+            let frame_changed = next.image.as_raw() != last.image.as_raw();
+            let windows_changed = now_windows != windows;
             last = next;
-            if same {
-                return Some(last);
+            windows = now_windows;
+            let now_ms = started.elapsed().as_millis() as u64;
+            match settler.observe(now_ms, frame_changed, windows_changed) {
+                SettleStep::Wait => continue,
+                SettleStep::Settled | SettleStep::TimedOut => {
+                    tracing::debug!(?kind, now_ms, reacted = settler.reacted(), "settled");
+                    return Some(last);
+                }
             }
         }
     }

@@ -14,26 +14,35 @@ use super::elements::ElementBudget;
 
 // ─── Options, events, report ────────────────────────────────────────────────
 
-/// How long to wait for the screen to settle after a batch's input.
+/// How long to wait for the application after a batch's input (see
+/// [`settle`](super::settle) for the rule).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SettleOptions {
-    /// Always wait this long first, so the application has received the events.
-    pub min_ms: u64,
-    /// Give up waiting for two identical frames after this long.
-    pub max_ms: u64,
-    /// Time between the frames compared.
+    /// Time between the frames (and window sets) compared. Default 100 ms.
     pub poll_ms: u64,
+    /// The screen and the window set unchanged this long means settled. Default 300 ms.
+    pub quiet_ms: u64,
+    /// After a step that may open or close a window (a click on a button, Enter, a key
+    /// combination), how long to watch for a reaction that has not shown yet, unless the window
+    /// set changes first. Default 2,500 ms.
+    pub react_ms: u64,
+    /// Most time spent waiting after one batch. Default 8,000 ms.
+    pub max_ms: u64,
 }
 
 impl Default for SettleOptions {
     fn default() -> Self {
         Self {
-            min_ms: 100,
-            max_ms: 2_000,
-            poll_ms: 150,
+            poll_ms: 100,
+            quiet_ms: 300,
+            react_ms: 2_500,
+            max_ms: 8_000,
         }
     }
 }
+
+/// The default failure budget: batches in a row that may end on a failed step.
+pub const DEFAULT_MAX_FAILURES: u32 = 3;
 
 /// Everything a run is configured with besides the goal and the planner.
 #[derive(Debug, Clone)]
@@ -62,6 +71,9 @@ pub struct RunOptions {
     pub element_click: ElementClick,
     /// The planner's label for the trace (model id, replay file).
     pub planner_label: String,
+    /// Batches in a row that may end on a failed or refused step before the run ends
+    /// ([`Budget::Failures`]); each such batch is a turn the planner learns from. Default 3.
+    pub max_failures: u32,
 }
 
 impl Default for RunOptions {
@@ -78,6 +90,7 @@ impl Default for RunOptions {
             element_budget: ElementBudget::default(),
             element_click: ElementClick::default(),
             planner_label: String::new(),
+            max_failures: DEFAULT_MAX_FAILURES,
         }
     }
 }
@@ -90,8 +103,8 @@ pub enum Budget {
     MaxSteps,
     /// `RunLimits::timeout_ms`.
     Timeout,
-    /// `RunLimits::max_step_retries` for one step.
-    StepRetries,
+    /// [`RunOptions::max_failures`]: batches in a row ended on a failed step.
+    Failures,
 }
 
 /// Why a run ended, finer than [`GoalOutcome`].
@@ -102,7 +115,8 @@ pub enum EndReason {
     Succeeded,
     /// The planner answered `clarify`.
     Clarified,
-    /// The destructive-step gate refused a step the goal did not confirm.
+    /// The failure budget ran out on a step the gate refused: it needs a permission the user
+    /// has not given.
     EndedOnRefusal,
     /// The user declined a batch at the `--confirm` prompt.
     Declined,
@@ -110,7 +124,8 @@ pub enum EndReason {
     PlannerGaveUp,
     /// `decide_next` or `verify_done` returned an error.
     PlannerError,
-    /// A step failed with a non-recoverable error.
+    /// The run could not go on with a batch: the `--confirm` prompt could not be answered.
+    /// (A failed step ends only its batch; see [`Budget::Failures`].)
     StepFailed,
     /// A budget ran out.
     BudgetExhausted {

@@ -103,6 +103,10 @@ pub struct TurnRecord {
     pub elements: Option<ElementTable>,
     /// Time `decide_next` took, in milliseconds.
     pub decide_ms: u64,
+    /// The planner's own account of the `decide_next` turn (stage timings, tokens), when it
+    /// gives one ([`Runner::with_planner_stats`](super::Runner::with_planner_stats)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decide_stats: Option<serde_json::Value>,
     /// The planner's move, absent when the planner returned an error.
     #[serde(rename = "move", default, skip_serializing_if = "Option::is_none")]
     pub next_move: Option<NextMove>,
@@ -118,6 +122,13 @@ pub struct TurnRecord {
     /// Time `verify_done` took, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify_ms: Option<u64>,
+    /// The planner's own account of the `verify_done` call, when it gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_stats: Option<serde_json::Value>,
+    /// The history records this turn added, in order: the history the planner saw at turn
+    /// N is the concatenation of the earlier turns' records (see [`history_before`]).
+    #[serde(default)]
+    pub attempts: Vec<cel_contracts::AttemptRecord>,
     /// Time spent waiting for the screen to settle after the batch, in milliseconds.
     #[serde(default)]
     pub settle_ms: u64,
@@ -193,14 +204,14 @@ impl TraceWriter {
     }
 
     /// A judged done claim becomes an unlabelled grader example (see
-    /// [`GraderExample`](crate::planner::grader::GraderExample)).
+    /// [`GraderExample`](crate::moves::GraderExample)).
     fn write_grader_example(&mut self, record: &TurnRecord) -> Result<()> {
         let (Some(NextMove::Done { summary, .. }), Some(verdict), Some(screenshot)) =
             (&record.next_move, &record.verdict, &record.screenshot)
         else {
             return Ok(());
         };
-        let example = crate::planner::grader::GraderExample {
+        let example = crate::moves::GraderExample {
             screenshot: PathBuf::from(screenshot),
             view: Some(record.view.clone()),
             goal: self.goal.clone(),
@@ -232,6 +243,25 @@ fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| Error::runner_caused(format!("serializing {}", path.display()), e))?;
     fs::write(path, text + "\n").map_err(|e| Error::io(path, e))
+}
+
+/// Reads a trace directory's `run.json`.
+pub fn read_meta(dir: &Path) -> Result<RunMeta> {
+    let file = dir.join(RUN_FILE);
+    let text = crate::input_file::read_string(&file, crate::input_file::InputKind::Config)?;
+    serde_json::from_str(&text).map_err(|e| {
+        Error::invalid_input_caused(format!("{}: not a run record", file.display()), e)
+    })
+}
+
+/// The history the planner was given at `turn` (from 1): every record the earlier turns
+/// added, in order.
+pub fn history_before(turns: &[TurnRecord], turn: u32) -> Vec<cel_contracts::AttemptRecord> {
+    turns
+        .iter()
+        .filter(|t| t.turn < turn)
+        .flat_map(|t| t.attempts.iter().cloned())
+        .collect()
 }
 
 /// Reads every turn of a trace (a directory or its `turns.jsonl`), oldest first. A malformed

@@ -8,10 +8,10 @@ use crate::decode_support::{env, ids, scripted, view};
 use anyhow::{bail, ensure, Context, Result};
 use cel_contracts::{NextMove, PlannedAction};
 use sightline::decode::{
-    decode_move, selected_elements, ActionKind, DecodeOptions, Grammar, GrammarEngine,
-    GrammarLimits, GrammarOptions, MoveSpec, Sampling,
+    decode_move, DecodeOptions, Grammar, GrammarEngine, GrammarOptions, MoveSpec, Sampling,
 };
 use sightline::model::scripted::{LogitProfile, Script};
+use sightline::moves::{selected_elements, ActionKind, MoveLimits};
 use sightline::planner::prompt::render_view;
 use sightline::{Error, VisionLanguageModel};
 
@@ -43,7 +43,7 @@ struct Case {
     options: GrammarOptions,
 }
 
-fn cases(limits: &GrammarLimits) -> Vec<Case> {
+fn cases(limits: &MoveLimits) -> Vec<Case> {
     let mut out = Vec::new();
     for n in ELEMENT_COUNTS {
         for (i, actions) in action_sets().into_iter().enumerate() {
@@ -54,7 +54,7 @@ fn cases(limits: &GrammarLimits) -> Vec<Case> {
                     options: GrammarOptions {
                         actions: actions.clone(),
                         coordinate_targets: i % 3 != 2,
-                        limits: GrammarLimits {
+                        limits: MoveLimits {
                             thought_tokens: if i % 2 == 0 { 0 } else { 4 },
                             ..limits.clone()
                         },
@@ -89,16 +89,16 @@ fn targets(mv: &NextMove) -> Vec<String> {
 #[test]
 fn no_sampled_move_runs_out_of_tokens_and_every_target_is_shown() -> Result<()> {
     let start = Instant::now();
-    let tight = GrammarLimits {
+    let tight = MoveLimits {
         max_steps: 3,
         sentence_tokens: 4,
         text_tokens: 5,
         data_string_tokens: 3,
         data_entries: 2,
-        ..GrammarLimits::default()
+        ..MoveLimits::default()
     };
     let mut compiled = Vec::new();
-    for limits in [tight, GrammarLimits::default()] {
+    for limits in [tight, MoveLimits::default()] {
         let mut per_limits = Vec::new();
         for case in cases(&limits) {
             let v = view(&case.ids, &case.capabilities);
@@ -243,9 +243,9 @@ fn a_thought_precedes_the_move_costs_its_own_tokens_and_is_stripped() -> Result<
     let decode_steered =
         |thought_tokens: usize, target: &str| -> Result<(NextMove, usize, String)> {
             let options = GrammarOptions {
-                limits: GrammarLimits {
+                limits: MoveLimits {
                     thought_tokens,
-                    ..GrammarLimits::default()
+                    ..MoveLimits::default()
                 },
                 ..GrammarOptions::default()
             };
@@ -293,10 +293,10 @@ fn a_thought_precedes_the_move_costs_its_own_tokens_and_is_stripped() -> Result<
 fn one_step_and_one_entry_limits_compile_and_decode() -> Result<()> {
     let v = view(&ids(3, false), &[]);
     let options = GrammarOptions {
-        limits: GrammarLimits {
+        limits: MoveLimits {
             max_steps: 1,
             data_entries: 1,
-            ..GrammarLimits::default()
+            ..MoveLimits::default()
         },
         ..GrammarOptions::default()
     };

@@ -7,10 +7,10 @@ use crate::decode_support::{env, ids, scripted, view};
 use anyhow::{bail, ensure, Context, Result};
 use cel_contracts::{NextMove, PlannedAction};
 use sightline::decode::{
-    decode_move, parse_coordinate_target, ActionKind, DecodeOptions, Grammar, GrammarEngine,
-    GrammarLimits, GrammarOptions, MoveSpec,
+    decode_move, DecodeOptions, Grammar, GrammarEngine, GrammarOptions, MoveSpec,
 };
 use sightline::model::scripted::{LogitProfile, Script};
+use sightline::moves::{parse_point, ActionKind, MoveLimits};
 use sightline::VisionLanguageModel;
 
 /// Runs in the property test.
@@ -50,14 +50,13 @@ fn cases() -> Vec<Case> {
 }
 
 /// Check a move against the view directly (not through `MoveSpec::check`).
-fn check_move(mv: &NextMove, case: &Case, limits: &GrammarLimits) -> Result<()> {
+fn check_move(mv: &NextMove, case: &Case, limits: &MoveLimits) -> Result<()> {
     let on_screen: HashSet<&str> = case.ids.iter().map(String::as_str).collect();
     let caps = &case.capabilities;
     let native = caps.is_empty() || caps.contains(&"native_input");
     let cdp = caps.iter().any(|c| c.starts_with("cdp"));
-    let target_ok = |id: &str| {
-        on_screen.contains(id) || (case.coordinate_targets && parse_coordinate_target(id).is_some())
-    };
+    let target_ok =
+        |id: &str| on_screen.contains(id) || (case.coordinate_targets && parse_point(id).is_some());
     match mv {
         NextMove::Batch { purpose, steps } => {
             ensure!(!purpose.is_empty(), "empty purpose");
@@ -138,12 +137,12 @@ fn random_logits_always_decode_to_valid_moves_on_screen() -> Result<()> {
     let cases = cases();
     // Tight string bounds keep random-logit runs short; `decode_rules` pins the
     // default bounds. Everything else is the default grammar.
-    let limits = GrammarLimits {
+    let limits = MoveLimits {
         sentence_tokens: 6,
         text_tokens: 8,
         data_string_tokens: 4,
         data_entries: 3,
-        ..GrammarLimits::default()
+        ..MoveLimits::default()
     };
     let prompt = env().tokenize("<|im_start|>assistant\n");
     let mut compiled = Vec::with_capacity(cases.len());

@@ -9,10 +9,11 @@ use crate::decode_support::{env, ids, odd_ids, scripted, steered, view, QWEN_LOG
 use anyhow::{ensure, Result};
 use cel_contracts::{NextMove, PlannedAction};
 use sightline::decode::{
-    decode, decode_move, parse_sentence, ActionKind, DecodeOptions, DecodedMove, Grammar,
-    GrammarEngine, GrammarLimits, GrammarOptions, MoveSpec, Sampling, TokenEnv,
+    decode, decode_move, parse_sentence, DecodeOptions, DecodedMove, Grammar, GrammarEngine,
+    GrammarOptions, MoveSpec, Sampling, TokenEnv,
 };
 use sightline::model::scripted::{LogitProfile, Script};
+use sightline::moves::{ActionKind, MoveLimits};
 use sightline::tokenizer::load_tokenizer;
 use sightline::{Error, VisionLanguageModel};
 
@@ -265,7 +266,7 @@ fn batches_hold_one_to_five_steps() -> Result<()> {
 
 #[test]
 fn strings_close_at_their_token_bound_and_numbers_stay_in_range() -> Result<()> {
-    let limits = GrammarLimits::default();
+    let limits = MoveLimits::default();
     let long = "word ".repeat(300);
     let target = format!(r#"{{"kind":"fail","reason":"{long}"}}"#);
     let out = decode_toward(&ids(1, false), &[], &GrammarOptions::default(), &target)?;
@@ -401,10 +402,10 @@ fn forced_runs_are_fed_in_one_pass_with_the_same_output_as_unbatched() -> Result
 
 #[test]
 fn top_p_sampling_is_reproducible_by_seed_and_greedy_is_deterministic() -> Result<()> {
-    let limits = GrammarLimits {
+    let limits = MoveLimits {
         sentence_tokens: 6,
         text_tokens: 6,
-        ..GrammarLimits::default()
+        ..MoveLimits::default()
     };
     let spec = MoveSpec::new(
         &view(&ids(5, false), &[]),

@@ -1696,7 +1696,7 @@ fn gate_library_cases(failures: &mut Vec<String>, tally: &Tally) {
 
 /// The Hub name checks through the library.
 fn hub_name_cases(failures: &mut Vec<String>, tally: &Tally) {
-    use sightline::hub_paths::{
+    use sightline::hub::paths::{
         check_commit, check_file_name, check_repo_id, check_revision, clean_etag,
     };
     let bad_names = [

@@ -1,11 +1,12 @@
 //! Model resolution: manifest ids, Hub repo ids and local paths, cache hits and the offline
 //! errors. No test touches the network: they run offline or against a closed local port.
 
+use std::error::Error as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use sightline::hub::{self, Hub, ModelFiles, ModelSpec};
+use sightline::hub::{self, DownloadError, Hub, ModelFiles, ModelSpec, RetryPolicy};
 use sightline::Error;
 
 /// An offline failure must be immediate; this bounds "no hang".
@@ -272,14 +273,19 @@ fn offline_with_an_empty_hf_home_names_the_repo_and_file_without_hanging() -> an
 }
 
 #[test]
-fn unreachable_hub_fails_fast_naming_repo_and_file() -> anyhow::Result<()> {
+fn unreachable_hub_is_retried_then_fails_naming_repo_and_file() -> anyhow::Result<()> {
     let cache = tempfile::tempdir()?;
     // Port 9 (discard) on loopback is closed here: the connection is refused at once.
     let hub = Hub::from_env()
         .with_cache_dir(cache.path().to_path_buf())
         .with_offline(false)
         .with_endpoint(Some("http://127.0.0.1:9".into()))
-        .with_progress(false);
+        .with_progress(false)
+        .with_retry(RetryPolicy {
+            attempts: 3,
+            first_delay: Duration::from_millis(10),
+            ..RetryPolicy::default()
+        });
     let t0 = Instant::now();
     let result = hub.fetch(
         "qwen3-vl-2b",
@@ -288,9 +294,48 @@ fn unreachable_hub_fails_fast_naming_repo_and_file() -> anyhow::Result<()> {
         "Qwen3VL-2B-Instruct-Q4_K_M.gguf",
     );
     assert!(t0.elapsed() < NO_HANG, "took {:?}", t0.elapsed());
-    let Err(Error::Hub { reason, .. }) = result else {
-        anyhow::bail!("expected a Hub error, got {result:?}");
+    let err = result.err().context("a closed port answered")?;
+    let Error::Hub { reason, .. } = &err else {
+        anyhow::bail!("expected a Hub error, got {err:?}");
     };
     assert!(reason.contains("downloading Qwen3VL-2B-Instruct-Q4_K_M.gguf from the Hub repo Qwen/Qwen3-VL-2B-Instruct-GGUF"), "{reason}");
+    // The network error is kept as the cause, after the policy's three tries.
+    let cause = err
+        .source()
+        .and_then(|s| s.downcast_ref::<DownloadError>())
+        .context("no DownloadError cause")?;
+    assert!(
+        matches!(cause, DownloadError::Network { attempts: 3, .. }),
+        "{cause:?}"
+    );
+    assert!(
+        cause.source().is_some(),
+        "the HTTP client's error was dropped"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_cached_repo_resolves_when_the_hub_cannot_be_reached() -> anyhow::Result<()> {
+    let cache = tempfile::tempdir()?;
+    let snap = seed_cache(
+        cache.path(),
+        "someone/Cached-VL-GGUF",
+        &[
+            ("Cached-VL-Q4_K_M.gguf", "t"),
+            ("mmproj-Cached-VL-F16.gguf", "v"),
+        ],
+    )?;
+    let hub = Hub::from_env()
+        .with_cache_dir(cache.path().to_path_buf())
+        .with_offline(false)
+        .with_endpoint(Some("http://127.0.0.1:9".into()))
+        .with_progress(false);
+    let spec = hub::parse_model_spec("someone/Cached-VL-GGUF")?;
+    let model = hub.resolve("someone/Cached-VL-GGUF", &spec)?;
+    let ModelFiles::Gguf { model: text, .. } = model.files else {
+        anyhow::bail!("expected GGUF files");
+    };
+    assert_eq!(text, snap.join("Cached-VL-Q4_K_M.gguf"));
     Ok(())
 }

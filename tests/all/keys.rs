@@ -4,7 +4,8 @@
 
 use anyhow::{ensure, Context, Result};
 use serde_json::Value;
-use sightline::decode::{GrammarOptions, MoveSpec, CAPABILITY_NATIVE_INPUT};
+use sightline::decode::{GrammarOptions, MoveSpec};
+use sightline::moves::CAPABILITY_NATIVE_INPUT;
 use sightline::runner::input::parse_key_combo;
 use sightline::runner::parse_key;
 
@@ -40,7 +41,10 @@ fn every_key_name_the_grammar_allows_parses_as_a_runner_key() -> Result<()> {
     let mut enums = Vec::new();
     key_enums(&spec.json_schema(), &mut enums);
     let names = enums.first().context("the schema allows no key names")?;
-    ensure!(names.len() >= sightline::keys::KEY_NAMES.len(), "{names:?}");
+    ensure!(
+        names.len() >= sightline::moves::keys::KEY_NAMES.len(),
+        "{names:?}"
+    );
     for name in names {
         // enigo has no Insert key on macOS.
         if cfg!(target_os = "macos") && name == "insert" {

@@ -16,6 +16,7 @@
 #[allow(dead_code)]
 mod a11y_support;
 mod decode_support;
+mod hub_support;
 mod model_support;
 // Shared with the separate `runner_desktop` binary, which uses the parts this one does not
 // (its in-process X probes and the scripted planner).
@@ -44,6 +45,7 @@ mod generate_cli;
 mod hostile;
 mod house;
 mod hub_cli;
+mod hub_download;
 mod hub_resolve;
 mod image_preprocess;
 mod kernels_masked_pick;
@@ -57,6 +59,8 @@ mod model_random_configs;
 mod model_speed;
 mod planner_local;
 mod planner_prompt;
+mod prompt_grammar;
 mod runner_cli;
 #[cfg(feature = "desktop")]
 mod runner_fake_screen;
+mod settings_cli;

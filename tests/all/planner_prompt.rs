@@ -1,5 +1,7 @@
 //! The turn prompt: Qwen's chat format, cacheable runs, user text that cannot break out.
 
+use sightline::decode::GrammarOptions;
+use sightline::planner::prompt::system_prompt_for;
 use std::path::Path;
 
 use anyhow::Result;
@@ -12,7 +14,10 @@ use sightline::view::view_of;
 
 fn renderer() -> Result<PromptRenderer> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/fixtures/tokenizer.json.gz");
-    Ok(PromptRenderer::new(load_tokenizer(&path)?)?)
+    Ok(PromptRenderer::new(
+        load_tokenizer(&path)?,
+        system_prompt_for(&GrammarOptions::default()),
+    )?)
 }
 
 fn element(id: &str, label: &str) -> PlanningElement {
@@ -64,7 +69,7 @@ fn runs_concatenate_to_the_tokens_of_the_whole_text() -> Result<()> {
     ids.extend(r.task(&task)?);
     let whole = format!(
         "<|im_start|>system\n{}<|im_end|>\n<|im_start|>user\n{}{}",
-        sightline::planner::prompt::SYSTEM_PROMPT,
+        system_prompt_for(&GrammarOptions::default()),
         render_view(&v, false),
         sightline::planner::prompt::render_task(&task),
     );
@@ -114,8 +119,8 @@ fn user_text_cannot_close_the_turn() -> Result<()> {
 fn odd_ids_are_rendered_exactly_as_json_strings() -> Result<()> {
     // Ids are never clipped: one up to `MAX_ID_CHARS` is shown whole, a longer one not at
     // all (the grammar does not accept it either).
-    let long_id = "é".repeat(sightline::decode::MAX_ID_CHARS);
-    let too_long = "é".repeat(sightline::decode::MAX_ID_CHARS + 1);
+    let long_id = "é".repeat(sightline::moves::MAX_ID_CHARS);
+    let too_long = "é".repeat(sightline::moves::MAX_ID_CHARS + 1);
     let v = view(vec![
         element("a\"b\\c", "quote"),
         element("日本", "unicode"),

@@ -101,7 +101,7 @@ fn flags_parse_and_model_conflicts_with_replay() -> Result<()> {
     for default in [
         "[default: 30]",
         "[default: 300]",
-        "[default: cpu]",
+        "[default: auto]",
         "[default: 3]",
     ] {
         assert!(help.contains(default), "{default} missing: {help}");

@@ -113,9 +113,10 @@ fn run_moves(
             ..RunLimits::default()
         },
         settle: SettleOptions {
-            min_ms: 10,
-            max_ms: 50,
             poll_ms: 10,
+            quiet_ms: 10,
+            react_ms: 50,
+            max_ms: 50,
         },
         step_pause_ms: 0,
         trace_dir,
@@ -169,7 +170,7 @@ fn a_traced_done_claim_becomes_a_grader_example_to_label() -> Result<()> {
     let text = std::fs::read_to_string(trace.join("grader_examples.jsonl"))?;
     let lines: Vec<&str> = text.lines().collect();
     ensure!(lines.len() == 1, "{text}");
-    let example: sightline::planner::grader::GraderExample = serde_json::from_str(lines[0])?;
+    let example: sightline::moves::GraderExample = serde_json::from_str(lines[0])?;
     ensure!(example.goal == "Open the menu" && example.summary == "The menu is open");
     ensure!(example.verified.is_none() && example.grader_verified == Some(true));
     ensure!(
@@ -177,5 +178,139 @@ fn a_traced_done_claim_becomes_a_grader_example_to_label() -> Result<()> {
         "{:?}",
         example.screenshot
     );
+    Ok(())
+}
+
+fn batch(purpose: &str, action: PlannedAction) -> NextMove {
+    NextMove::Batch {
+        purpose: purpose.into(),
+        steps: vec![Step {
+            purpose: purpose.into(),
+            kind: StepKind::Deterministic,
+            action,
+        }],
+    }
+}
+
+fn click(target: &str) -> PlannedAction {
+    PlannedAction::Click {
+        target_id: target.into(),
+        expect_after: None,
+    }
+}
+
+fn done() -> NextMove {
+    NextMove::Done {
+        summary: "The menu is open".into(),
+        extracted_data: serde_json::Value::Null,
+    }
+}
+
+/// A batch that names an element no longer on screen fails; the run goes on, the next turn's
+/// history shows the error, and the second batch succeeds.
+#[test]
+fn a_failed_first_batch_is_a_turn_and_the_run_succeeds_on_the_second() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let trace = dir.path().join("trace");
+    let report = run_moves(
+        true,
+        &[
+            batch("Click the menu button", click("button_menu")),
+            batch("Click the menu at its place", click("xy:500,500")),
+            done(),
+        ],
+        Some(trace.clone()),
+    )?;
+    ensure!(
+        matches!(report.outcome, cel_contracts::GoalOutcome::Succeeded { .. }),
+        "{:?}",
+        report.outcome
+    );
+    ensure!(report.turns == 3, "{} turns", report.turns);
+    let first = report.history.first().context("no attempt")?;
+    ensure!(!first.succeeded, "{first:?}");
+    // The second turn's planner was given the first batch's error.
+    let turns = sightline::runner::trace::read_turns(&trace)?;
+    let seen = sightline::runner::trace::history_before(&turns, 2);
+    ensure!(seen.len() == 1 && !seen[0].succeeded, "{seen:?}");
+    let rendered = sightline::planner::history::render(&seen);
+    ensure!(
+        rendered.contains("(click \"button_menu\") failed:"),
+        "{rendered}"
+    );
+    Ok(())
+}
+
+/// Batches that only fail end the run after the failure budget, as failed, and no further
+/// move is asked for.
+#[test]
+fn only_failing_batches_end_the_run_after_the_failure_budget() -> Result<()> {
+    let moves: Vec<NextMove> = (0..5)
+        .map(|i| batch(&format!("Try {i}"), click(&format!("gone_{i}"))))
+        .chain([done()])
+        .collect();
+    let report = run_moves(true, &moves, None)?;
+    ensure!(
+        matches!(report.outcome, cel_contracts::GoalOutcome::Failed(_)),
+        "{:?}",
+        report.outcome
+    );
+    ensure!(
+        report.end
+            == sightline::runner::EndReason::BudgetExhausted {
+                budget: sightline::runner::Budget::Failures
+            },
+        "{:?}",
+        report.end
+    );
+    ensure!(
+        report.turns == sightline::runner::DEFAULT_MAX_FAILURES,
+        "{} turns",
+        report.turns
+    );
+    Ok(())
+}
+
+/// A batch whose step the gate refuses ends there; the planner reads the refusal and takes
+/// another way, and the run succeeds.
+#[test]
+fn a_refused_step_is_a_turn_the_planner_can_recover_from() -> Result<()> {
+    let wipe = NextMove::Batch {
+        purpose: "Clean up the home directory".into(),
+        steps: vec![
+            Step {
+                purpose: "Type the command".into(),
+                kind: StepKind::Deterministic,
+                action: PlannedAction::Type {
+                    target_id: None,
+                    text: "rm -rf ~".into(),
+                },
+            },
+            Step {
+                purpose: "Run it".into(),
+                kind: StepKind::Deterministic,
+                action: PlannedAction::Key {
+                    key: "enter".into(),
+                },
+            },
+        ],
+    };
+    let report = run_moves(
+        true,
+        &[wipe, batch("Open the menu", click("xy:500,500")), done()],
+        None,
+    )?;
+    ensure!(
+        matches!(report.outcome, cel_contracts::GoalOutcome::Succeeded { .. }),
+        "{:?}",
+        report.outcome
+    );
+    let refused = report
+        .history
+        .iter()
+        .find(|a| !a.succeeded)
+        .context("no refused attempt")?;
+    let error = refused.error.as_deref().unwrap_or_default();
+    ensure!(error.starts_with("refused"), "{error}");
     Ok(())
 }

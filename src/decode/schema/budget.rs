@@ -1,12 +1,9 @@
 //! Token bounds: each string's bound, which the decoder enforces, and the most tokens any
 //! move of a grammar can take, which is the decoder's budget for it.
 
-use super::action::ActionKind;
-use super::lexemes::{
-    json_string, COORDINATE_MAX, EXPECT_AFTER_OPEN, MAX_EXPECT_MS, NUMBER_MAX_BYTES,
-};
+use super::lexemes::{json_string, EXPECT_VALUE_OPEN, NUMBER_MAX_BYTES};
 use super::MoveSpec;
-use crate::keys::KEY_NAMES;
+use crate::moves::{ActionKind, FieldKind, COORDINATE_MAX, KEY_NAMES, MAX_EXPECT_MS};
 
 /// Token bounds on JSON string values, enforced by the decoder: once a string has
 /// taken its bound, the next token must close it (as soon as the grammar allows:
@@ -104,6 +101,8 @@ impl MoveSpec {
         thought + longest
     }
 
+    /// The most tokens one action can take, from its fields ([`ActionKind::fields`]), each
+    /// optional one counted as present.
     fn action_max_tokens(&self, kind: ActionKind) -> usize {
         let l = &self.limits;
         let text = l.text_tokens + STRING_OVERSHOOT_TOKENS;
@@ -116,26 +115,22 @@ impl MoveSpec {
             .max(r#""xy:1000,1000""#.len());
         let key = KEY_NAMES.iter().map(|k| k.len() + 2).max().unwrap_or(0);
         let int = |max: u32| max.to_string().len() + 1;
-        // `{"type":"…",` and the closing brace.
-        let head = r#"{"type":"","#.len() + kind.tag().len() + 1;
-        let expect = EXPECT_AFTER_OPEN.len() + int(MAX_EXPECT_MS) + 1;
-        head + match kind {
-            ActionKind::Click => r#""target_id":"#.len() + target + expect,
-            ActionKind::Type => r#""target_id":"#.len() + target + r#","text":"#.len() + text,
-            ActionKind::Key => r#""key":"#.len() + key,
-            ActionKind::KeyCombo => r#""keys":["#.len() + 4 * (key + 1) + 1,
-            ActionKind::SetValue => {
-                r#""target_id":"#.len() + target + r#","value":"#.len() + text + expect
-            }
-            ActionKind::Scroll => r#""dx":,"dy":"#.len() + 2 * int(l.max_scroll),
-            ActionKind::Drag => r#""from_target_id":,"to_target_id":"#.len() + 2 * target,
-            ActionKind::Wait => r#""ms":"#.len() + int(l.max_wait_ms),
-            ActionKind::Select => {
-                r#""from_x":,"from_y":,"to_x":,"to_y":"#.len() + 4 * int(COORDINATE_MAX)
-            }
-            ActionKind::Extract => r#""goal":,"data":"#.len() + 2 * text,
-            ActionKind::Navigate => r#""url":"#.len() + text,
-            ActionKind::CdpEval => r#""expression":"#.len() + text,
-        }
+        let value = |field_kind: FieldKind| match field_kind {
+            FieldKind::Target => target,
+            FieldKind::Text => text,
+            FieldKind::Key => key,
+            FieldKind::Keys => 2 + 4 * (key + 1),
+            FieldKind::Scroll => int(l.max_scroll),
+            FieldKind::WaitMs => int(l.max_wait_ms),
+            FieldKind::Coordinate => int(COORDINATE_MAX),
+            FieldKind::ExpectAfter => EXPECT_VALUE_OPEN.len() + int(MAX_EXPECT_MS) + 1,
+        };
+        // `{"type":"…"` and the closing brace, then `,"name":value` for each field.
+        let head = r#"{"type":"""#.len() + kind.tag().len() + 1;
+        head + self
+            .fields_this_turn(kind)
+            .iter()
+            .map(|f| 1 + f.name.len() + 3 + value(f.kind))
+            .sum::<usize>()
     }
 }

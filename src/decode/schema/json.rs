@@ -3,10 +3,11 @@
 use cel_contracts::StepKind;
 use serde_json::{json, Map, Value};
 
-use super::action::ActionKind;
-use super::lexemes::{coordinate_regex, step_kind_tag, COORDINATE_MAX, MAX_EXPECT_MS};
+use super::lexemes::step_kind_tag;
 use super::MoveSpec;
-use crate::keys::KEY_NAMES;
+use crate::moves::{
+    coordinate_regex, ActionKind, FieldKind, COORDINATE_MAX, KEY_NAMES, MAX_EXPECT_MS,
+};
 
 impl MoveSpec {
     /// The grammar as a JSON schema (llguidance dialect: `x-guidance` makes the JSON
@@ -83,71 +84,37 @@ impl MoveSpec {
         json!({"anyOf": options})
     }
 
+    /// The schema of one action, from its fields ([`ActionKind::fields`]).
     fn action_schema(&self, kind: ActionKind) -> Value {
         let l = &self.limits;
-        let text = json!({"type": "string", "minLength": 1, "maxLength": l.text_tokens * l.chars_per_token});
         let key = json!({"enum": KEY_NAMES});
-        let coordinate = json!({"type": "integer", "minimum": 0, "maximum": COORDINATE_MAX});
-        let scroll =
-            json!({"type": "integer", "minimum": -(l.max_scroll as i64), "maximum": l.max_scroll});
-        let tag = ("type", json!({"const": kind.tag()}));
-        let target = Self::target_schema;
-        let has_targets = !self.target_ids.is_empty() || self.coordinate_targets;
-        match kind {
-            ActionKind::Click => object_with_optional(
-                vec![
-                    tag,
-                    ("target_id", target(self)),
-                    ("expect_after", expect_schema()),
-                ],
-                &["expect_after"],
-            ),
-            ActionKind::Type if has_targets => object_with_optional(
-                vec![tag, ("target_id", target(self)), ("text", text)],
-                &["target_id"],
-            ),
-            ActionKind::Type => object(vec![tag, ("text", text)]),
-            ActionKind::Key => object(vec![tag, ("key", key)]),
-            ActionKind::KeyCombo => object(vec![
-                tag,
-                (
-                    "keys",
-                    json!({"type": "array", "minItems": 2, "maxItems": 4, "items": key}),
-                ),
-            ]),
-            ActionKind::SetValue => object_with_optional(
-                vec![
-                    tag,
-                    ("target_id", target(self)),
-                    ("value", text),
-                    ("expect_after", expect_schema()),
-                ],
-                &["expect_after"],
-            ),
-            ActionKind::Scroll => object(vec![tag, ("dx", scroll.clone()), ("dy", scroll)]),
-            ActionKind::Drag => object(vec![
-                tag,
-                ("from_target_id", target(self)),
-                ("to_target_id", target(self)),
-            ]),
-            ActionKind::Wait => object(vec![
-                tag,
-                (
-                    "ms",
-                    json!({"type": "integer", "minimum": 0, "maximum": l.max_wait_ms}),
-                ),
-            ]),
-            ActionKind::Select => object(vec![
-                tag,
-                ("from_x", coordinate.clone()),
-                ("from_y", coordinate.clone()),
-                ("to_x", coordinate.clone()),
-                ("to_y", coordinate),
-            ]),
-            ActionKind::Extract => object(vec![tag, ("goal", text.clone()), ("data", text)]),
-            ActionKind::Navigate => object(vec![tag, ("url", text)]),
-            ActionKind::CdpEval => object(vec![tag, ("expression", text)]),
-        }
+        let value = |field_kind: FieldKind| match field_kind {
+            FieldKind::Target => self.target_schema(),
+            FieldKind::Text => {
+                json!({"type": "string", "minLength": 1, "maxLength": l.text_tokens * l.chars_per_token})
+            }
+            FieldKind::Key => key.clone(),
+            FieldKind::Keys => {
+                json!({"type": "array", "minItems": 2, "maxItems": 4, "items": key.clone()})
+            }
+            FieldKind::Scroll => {
+                json!({"type": "integer", "minimum": -(l.max_scroll as i64), "maximum": l.max_scroll})
+            }
+            FieldKind::WaitMs => json!({"type": "integer", "minimum": 0, "maximum": l.max_wait_ms}),
+            FieldKind::Coordinate => {
+                json!({"type": "integer", "minimum": 0, "maximum": COORDINATE_MAX})
+            }
+            FieldKind::ExpectAfter => expect_schema(),
+        };
+        let fields = self.fields_this_turn(kind);
+        let mut properties = vec![("type", json!({"const": kind.tag()}))];
+        properties.extend(fields.iter().map(|f| (f.name, value(f.kind))));
+        let optional: Vec<&str> = fields
+            .iter()
+            .filter(|f| f.optional)
+            .map(|f| f.name)
+            .collect();
+        object_with_optional(properties, &optional)
     }
 }
 

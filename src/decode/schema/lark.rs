@@ -3,13 +3,12 @@
 
 use cel_contracts::StepKind;
 
-use super::action::ActionKind;
-use super::lexemes::{
-    coordinate_regex, int_regex, json_string, step_kind_tag, COORDINATE_MAX, EXPECT_AFTER_OPEN,
-    MAX_EXPECT_MS, NUMBER, STRING_BODY,
-};
+use super::lexemes::{json_string, step_kind_tag, EXPECT_VALUE_OPEN, NUMBER, STRING_BODY};
 use super::MoveSpec;
-use crate::keys::KEY_NAMES;
+use crate::moves::target::int_regex;
+use crate::moves::{
+    coordinate_regex, ActionKind, FieldKind, COORDINATE_MAX, KEY_NAMES, MAX_EXPECT_MS,
+};
 
 impl MoveSpec {
     /// The grammar in llguidance's Lark dialect, strings bounded by tokens.
@@ -63,6 +62,7 @@ impl MoveSpec {
             for a in &self.actions {
                 g += &self.action_lark(*a);
             }
+            g += &self.number_terminals();
             g += &self.targets_lark();
         }
         g += &format!(
@@ -98,66 +98,54 @@ impl MoveSpec {
         g
     }
 
+    /// The rule of one action, rendered from its fields ([`ActionKind::fields`]): one
+    /// alternative per combination of its optional fields, each field's key forced and its
+    /// value one rule of its [`FieldKind`].
     fn action_lark(&self, kind: ActionKind) -> String {
+        let fields = self.fields_this_turn(kind);
+        let optional: Vec<usize> = (0..fields.len()).filter(|&i| fields[i].optional).collect();
+        let forms: Vec<String> = (0..1usize << optional.len())
+            .map(|mask| {
+                let present = fields.iter().enumerate().filter(|(i, f)| {
+                    !f.optional
+                        || optional
+                            .iter()
+                            .position(|o| o == i)
+                            .is_some_and(|bit| mask & (1 << bit) != 0)
+                });
+                let mut parts = Parts::default();
+                parts.literal(&format!(r#"{{"type":"{}","#, kind.tag()));
+                for (n, (_, field)) in present.enumerate() {
+                    let comma = if n > 0 { "," } else { "" };
+                    parts.literal(&format!(r#"{comma}"{}":"#, field.name));
+                    parts.value(field.kind);
+                }
+                parts.literal("}");
+                parts.render()
+            })
+            .collect();
+        format!("act_{}: {}\n", kind.tag(), forms.join(" | "))
+    }
+
+    /// The terminals of the bounded numbers the allowed actions use, each defined once.
+    fn number_terminals(&self) -> String {
         let l = &self.limits;
-        let head = |fields: &str| format!(r#"{{"type":"{}",{fields}"#, kind.tag());
-        let rule = format!("act_{}", kind.tag());
-        let has_targets = !self.target_ids.is_empty() || self.coordinate_targets;
-        let body = match kind {
-            ActionKind::Click => format!(
-                "{} target expect_after? \"}}\"",
-                lit(&head(r#""target_id":"#))
-            ),
-            ActionKind::Type if has_targets => format!(
-                "({} | {} target {}) text \"}}\"",
-                lit(&head(r#""text":"#)),
-                lit(&head(r#""target_id":"#)),
-                lit(r#","text":"#),
-            ),
-            ActionKind::Type => format!("{} text \"}}\"", lit(&head(r#""text":"#))),
-            ActionKind::Key => format!("{} key \"}}\"", lit(&head(r#""key":"#))),
-            ActionKind::KeyCombo => format!(
-                "{} key \",\" key (\",\" key){{0,2}} \"]}}\"",
-                lit(&head(r#""keys":["#))
-            ),
-            ActionKind::SetValue => format!(
-                "{} target {} text expect_after? \"}}\"",
-                lit(&head(r#""target_id":"#)),
-                lit(r#","value":"#)
-            ),
-            ActionKind::Scroll => format!(
-                "{} SCROLL {} SCROLL \"}}\"\nSCROLL: /{}/",
-                lit(&head(r#""dx":"#)),
-                lit(r#","dy":"#),
-                int_regex(l.max_scroll, true)
-            ),
-            ActionKind::Drag => format!(
-                "{} target {} target \"}}\"",
-                lit(&head(r#""from_target_id":"#)),
-                lit(r#","to_target_id":"#)
-            ),
-            ActionKind::Wait => format!(
-                "{} WAIT_MS \"}}\"\nWAIT_MS: /{}/",
-                lit(&head(r#""ms":"#)),
-                int_regex(l.max_wait_ms, false)
-            ),
-            ActionKind::Select => format!(
-                "{} COORD {} COORD {} COORD {} COORD \"}}\"\nCOORD: /{}/",
-                lit(&head(r#""from_x":"#)),
-                lit(r#","from_y":"#),
-                lit(r#","to_x":"#),
-                lit(r#","to_y":"#),
-                int_regex(COORDINATE_MAX, false)
-            ),
-            ActionKind::Extract => format!(
-                "{} text {} text \"}}\"",
-                lit(&head(r#""goal":"#)),
-                lit(r#","data":"#)
-            ),
-            ActionKind::Navigate => format!("{} text \"}}\"", lit(&head(r#""url":"#))),
-            ActionKind::CdpEval => format!("{} text \"}}\"", lit(&head(r#""expression":"#))),
-        };
-        format!("{rule}: {body}\n")
+        let kinds: Vec<FieldKind> = self
+            .actions
+            .iter()
+            .flat_map(|a| a.fields().iter().map(|f| f.kind))
+            .collect();
+        let mut g = String::new();
+        if kinds.contains(&FieldKind::Scroll) {
+            g += &format!("SCROLL: /{}/\n", int_regex(l.max_scroll, true));
+        }
+        if kinds.contains(&FieldKind::WaitMs) {
+            g += &format!("WAIT_MS: /{}/\n", int_regex(l.max_wait_ms, false));
+        }
+        if kinds.contains(&FieldKind::Coordinate) {
+            g += &format!("COORD: /{}/\n", int_regex(COORDINATE_MAX, false));
+        }
+        g
     }
 
     /// Element ids and key names as one terminal each (a regex alternation of their
@@ -185,8 +173,8 @@ impl MoveSpec {
         // `expect_after`: the one expectation a screen-only runtime can check (the
         // screen changes within the timeout); selector expectations need a page.
         g += &format!(
-            "expect_after: {} EXPECT_MS \"}}\"\nEXPECT_MS: /{}/\n",
-            lit(EXPECT_AFTER_OPEN),
+            "expect_value: {} EXPECT_MS \"}}\"\nEXPECT_MS: /{}/\n",
+            lit(EXPECT_VALUE_OPEN),
             int_regex(MAX_EXPECT_MS, false)
         );
         let keys: Vec<String> = KEY_NAMES
@@ -195,6 +183,46 @@ impl MoveSpec {
             .collect();
         g += &format!("key: KEY\nKEY: /{}/\n", keys.join("|"));
         g
+    }
+}
+
+/// A rule's body as it is built: literals and rule names, adjacent literals merged (one
+/// lexeme, so the forced text is one run).
+#[derive(Default)]
+struct Parts {
+    items: Vec<String>,
+    pending: String,
+}
+
+impl Parts {
+    fn literal(&mut self, text: &str) {
+        self.pending.push_str(text);
+    }
+
+    fn value(&mut self, kind: FieldKind) {
+        let rule = match kind {
+            FieldKind::Target => "target",
+            FieldKind::Text => "text",
+            FieldKind::Key => "key",
+            FieldKind::Keys => "\"[\" key \",\" key (\",\" key){0,2} \"]\"",
+            FieldKind::Scroll => "SCROLL",
+            FieldKind::WaitMs => "WAIT_MS",
+            FieldKind::Coordinate => "COORD",
+            FieldKind::ExpectAfter => "expect_value",
+        };
+        self.flush();
+        self.items.push(rule.to_string());
+    }
+
+    fn flush(&mut self) {
+        if !self.pending.is_empty() {
+            self.items.push(lit(&std::mem::take(&mut self.pending)));
+        }
+    }
+
+    fn render(mut self) -> String {
+        self.flush();
+        self.items.join(" ")
     }
 }
 

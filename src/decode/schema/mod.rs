@@ -25,13 +25,13 @@
 //! escaped through `serde_json`, never by string formatting.
 //!
 //! The files, by concern: this one holds [`MoveSpec`] (what is allowed this turn, and
-//! [`MoveSpec::check`]); `action.rs` the action kinds; `options.rs` the caller's options,
-//! the runtime's capabilities and the element selection shared with the prompt;
-//! `lexemes.rs` the terminals both grammars share (strings, numbers, coordinates);
+//! [`MoveSpec::check`]); `options.rs` the caller's options; `lexemes.rs` the terminals both
+//! grammars share (strings, numbers); the vocabulary itself (action kinds, targets and their
+//! pattern, keys, capabilities, limits, the element selection shared with the prompt) is
+//! [`crate::moves`];
 //! `lark.rs` and `json.rs` the two renderings; `budget.rs` the token bounds the decoder
 //! enforces and its budget for a whole move.
 
-mod action;
 mod budget;
 mod json;
 mod lark;
@@ -42,19 +42,14 @@ use cel_contracts::{NextMove, PlannedAction, PlanningView};
 
 use crate::error::{Error, Result};
 
-pub use action::ActionKind;
 pub use budget::StringCaps;
 pub(crate) use budget::STRING_OVERSHOOT_TOKENS;
 pub(crate) use lexemes::STRING_BODY;
-pub use lexemes::{coordinate_regex, parse_coordinate_target, COORDINATE_MAX, MAX_EXPECT_MS};
-pub use options::{
-    selected_elements, Capabilities, GrammarLimits, GrammarOptions, CAPABILITY_CDP_PREFIX,
-    CAPABILITY_NATIVE_INPUT, MAX_ELEMENTS, MAX_ID_CHARS,
-};
+pub use options::GrammarOptions;
 
-/// Key names the runner can press, for `key` and `key_combo` actions: the grammar allows
-/// exactly these (one list with the runner's, in [`crate::keys`]).
-pub use crate::keys::KEY_NAMES;
+use crate::moves::{
+    parse_point, selected_elements, ActionKind, Capabilities, MoveLimits, COORDINATE_MAX, KEY_NAMES,
+};
 
 /// The resolved grammar of one turn: allowed actions, targets on screen, bounds.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,7 +57,7 @@ pub struct MoveSpec {
     actions: Vec<ActionKind>,
     target_ids: Vec<String>,
     coordinate_targets: bool,
-    limits: GrammarLimits,
+    limits: MoveLimits,
 }
 
 impl MoveSpec {
@@ -100,7 +95,7 @@ impl MoveSpec {
                         ActionKind::Click | ActionKind::Drag | ActionKind::SetValue
                     )
             })
-            .filter(|a| options.coordinate_targets || *a != ActionKind::Select)
+            .filter(|a| options.coordinate_targets || !a.needs_coordinate_targets())
             .collect();
         Ok(MoveSpec {
             actions,
@@ -125,15 +120,26 @@ impl MoveSpec {
         self.coordinate_targets
     }
 
+    /// The fields `kind` has this turn: all of [`ActionKind::fields`], but an optional
+    /// target where no target exists (a `type` with nothing to type into).
+    pub(crate) fn fields_this_turn(&self, kind: ActionKind) -> Vec<crate::moves::Field> {
+        let has_targets = !self.target_ids.is_empty() || self.coordinate_targets;
+        kind.fields()
+            .iter()
+            .filter(|f| has_targets || f.kind != crate::moves::FieldKind::Target)
+            .copied()
+            .collect()
+    }
+
     /// The bounds this grammar enforces.
-    pub fn limits(&self) -> &GrammarLimits {
+    pub fn limits(&self) -> &MoveLimits {
         &self.limits
     }
 
     /// Whether `id` is a target this grammar allows.
     pub fn is_valid_target(&self, id: &str) -> bool {
         self.target_ids.iter().any(|t| t == id)
-            || (self.coordinate_targets && parse_coordinate_target(id).is_some())
+            || (self.coordinate_targets && parse_point(id).is_some())
     }
 
     /// Check a move against the rules this grammar enforces (actions, targets, keys,

@@ -9,8 +9,10 @@ use std::sync::Mutex;
 use candle_core::{DType, Tensor};
 use candle_nn::ops::softmax_last_dim;
 
-use super::cpu::{self, axpy, dispatch_fn, dot, exp_sub_sum, max_of, AttentionInputs, CpuPath};
+use super::attention_inputs::AttentionInputs;
 use super::flash_cpu::flash_cpu;
+use crate::cpu::math::{axpy, dot, exp_sub_sum, max_of};
+use crate::cpu::{self, dispatch_fn, CpuPath};
 use crate::error::Result;
 
 /// Most query rows (heads × tokens per KV group) [`few_rows_cpu`] takes: a decode step
@@ -313,7 +315,7 @@ mod tests {
         for _round in 0..5 {
             for (i, &path) in paths.iter().enumerate() {
                 let mut result = Ok(());
-                let secs = cpu::thread_cpu_seconds(|| {
+                let secs = crate::cpu::math::thread_cpu_seconds(|| {
                     for _layer in 0..28 {
                         if let Err(e) = few_rows_cpu_on(path, &q, &k, &v, None, 0.088) {
                             result = Err(e);

@@ -15,9 +15,9 @@ use std::sync::Mutex;
 
 use candle_core::Tensor;
 
-use super::cpu::{
-    self, dispatch_fn, exp_nonpositive, exp_sub_sum, fmadd, max_of, AttentionInputs, CpuPath,
-};
+use super::attention_inputs::AttentionInputs;
+use crate::cpu::math::{exp_nonpositive, exp_sub_sum, fmadd, max_of};
+use crate::cpu::{self, dispatch_fn, CpuPath};
 use crate::error::Result;
 
 /// Query rows per task (the unit of work on candle's thread pool).
@@ -765,7 +765,7 @@ mod tests {
                 // Alternating the variants within each round spreads the machine's noise.
                 for (i, &path) in paths.iter().enumerate() {
                     let mut result = Ok(None);
-                    let secs = cpu::thread_cpu_seconds(|| {
+                    let secs = crate::cpu::math::thread_cpu_seconds(|| {
                         result = flash_cpu_on(path, &q, &k, &v, mask.as_ref(), scale);
                     });
                     result?.expect("f32");

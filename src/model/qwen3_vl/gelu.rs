@@ -7,7 +7,9 @@ use std::sync::Mutex;
 
 use candle_core::Tensor;
 
-use super::cpu::{self, dispatch_fn, exp_nonpositive, fmadd, CpuF32, CpuPath};
+use super::attention_inputs::CpuF32;
+use crate::cpu::math::{exp_nonpositive, fmadd};
+use crate::cpu::{self, dispatch_fn, CpuPath};
 use crate::error::Result;
 
 /// Elements per task on candle's thread pool.
@@ -117,7 +119,7 @@ mod tests {
         for _round in 0..3 {
             for (i, &path) in paths.iter().enumerate() {
                 let mut result = Ok(());
-                let secs = cpu::thread_cpu_seconds(|| {
+                let secs = crate::cpu::math::thread_cpu_seconds(|| {
                     if let Err(e) = gelu_tanh_on(path, &t) {
                         result = Err(e);
                     }

@@ -62,9 +62,9 @@
 //! token), the activations of each layer, and the logits row.
 
 mod attention;
+mod attention_inputs;
 mod checkpoint;
 pub mod config;
-pub mod cpu;
 mod flash_cpu;
 mod gelu;
 pub mod names;

@@ -29,6 +29,36 @@ pub enum ModelSource {
 }
 
 impl ModelSource {
+    /// What identifies these weights wherever they are stored: each weight file's name and
+    /// size (a cache path differs between machines, the files do not). Used to refuse a
+    /// grader head fitted on other weights.
+    pub fn identity(&self) -> String {
+        let file = |p: &Path| {
+            let name = p.file_name().map_or_else(
+                || p.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            );
+            let size = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+            format!("{name} ({size} bytes)")
+        };
+        match self {
+            ModelSource::Gguf { text, mmproj } => format!("{} + {}", file(text), file(mmproj)),
+            ModelSource::Safetensors { dir } => {
+                let mut weights: Vec<PathBuf> = std::fs::read_dir(dir)
+                    .map(|entries| {
+                        entries
+                            .filter_map(|e| e.ok().map(|e| e.path()))
+                            .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                weights.sort();
+                let files: Vec<String> = weights.iter().map(|p| file(p)).collect();
+                files.join(" + ")
+            }
+        }
+    }
+
     /// The tokenizer that belongs to these files: `tokenizer.json` (or `.json.gz`) in a
     /// safetensors directory; the vocabulary a GGUF file carries, else a `tokenizer.json`
     /// beside the GGUF (official GGUF repos ship none, converted files carry one).

@@ -482,6 +482,13 @@ pub trait ElementSource: Send {
     /// spin button (within its range), the option of a combo box (by its name). Returns how
     /// (`text`, `number`, `option`); an error that says what the element takes otherwise.
     fn set_value(&mut self, element: &ScreenElement, value: &str) -> Result<&'static str>;
+
+    /// A fingerprint of the top-level windows (which are showing, which is active), for the
+    /// runner to see a window open, close or take focus while it waits; `None` where the
+    /// source cannot tell. Costs a few calls per application.
+    fn windows_signature(&mut self) -> Option<u64> {
+        None
+    }
 }
 
 /// Maps a rectangle in input coordinates to screenshot pixels.

@@ -6,7 +6,7 @@ use cel_contracts::PlanningView;
 use enigo::Key;
 
 use super::DestructiveKind;
-use crate::runner::coords::parse_xy_target;
+use crate::moves::parse_point;
 use crate::runner::elements::ElementFacts;
 use crate::runner::input::{parse_key_chord, parse_key_combo};
 use crate::text_norm::{normalize, words};
@@ -72,7 +72,7 @@ pub(super) fn click_trigger(
         texts.extend(el.label.as_deref());
         texts.extend(el.value.as_deref());
     }
-    if matches!(parse_xy_target(target_id), Ok(Some(_))) {
+    if parse_point(target_id).is_some() {
         let described = |t: &str| !words(&normalize(t)).is_empty();
         if described(purpose) {
             texts.push(purpose);

@@ -45,8 +45,8 @@ use std::sync::Arc;
 
 use candle_core::quantized::{GgmlDType, QTensor};
 
+use crate::cpu::{candle_quantized_tier, CandleQuantTier};
 use crate::error::{Error, Result};
-use crate::model::qwen3_vl::cpu::{candle_quantized_tier, CandleQuantTier};
 pub(crate) use shared::Kernel;
 use shared::{quantize_row, Q8Block, Q8_ZERO, QK_K, ROWS, TILE};
 

@@ -163,6 +163,15 @@ impl Frame {
     }
 }
 
+/// One application's top-level window, as the registry lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct TopLevel {
+    app: Node,
+    node: Node,
+    showing: bool,
+    active: bool,
+}
+
 /// A top-level window to walk, with what its toolkit needs.
 #[derive(Debug, Clone)]
 pub(super) struct WindowRoot {
@@ -291,13 +300,10 @@ impl AtspiSource {
         toolkit
     }
 
-    /// The top-level windows to walk: every showing window of the applications that own an
-    /// active window (the focused application, with its menus and dialogs, which are windows
-    /// of their own), else every showing window.
-    fn windows(&mut self) -> zbus::Result<Vec<WindowRoot>> {
+    /// Every application's top-level windows, applications in the registry's order.
+    fn top_level(&self) -> zbus::Result<Vec<TopLevel>> {
         let root = self.accessible(&Node::new(REGISTRY, ROOT_PATH))?;
-        let mut focused = Vec::new();
-        let mut showing = Vec::new();
+        let mut out = Vec::new();
         for app in root.get_children()? {
             let Some(app_node) = Node::of(&app, REGISTRY) else {
                 continue;
@@ -310,51 +316,63 @@ impl AtspiSource {
             else {
                 continue;
             };
-            let toolkit = self.toolkit(&app_node.dest, &app_node.path);
-            let mut app_windows = Vec::new();
-            let mut app_active = false;
             for w in windows {
                 let Some(node) = Node::of(&w, &app_node.dest) else {
                     continue;
                 };
-                let Ok(proxy) = self.accessible(&node) else {
+                let Ok(states) = self.accessible(&node).and_then(|p| p.get_state()) else {
                     continue;
                 };
-                let Ok(states) = proxy.get_state() else {
-                    continue;
-                };
-                app_active |= states.contains(State::Active);
-                if !states.contains(State::Showing) {
-                    continue;
-                }
-                let frame = if toolkit.window_relative {
-                    let title = proxy.name().unwrap_or_default();
-                    let size = self
-                        .component(&node)
-                        .and_then(|c| c.get_extents(CoordType::Window))
-                        .map(|(_, _, w, h)| (w, h))
-                        .unwrap_or((0, 0));
-                    let pid = self.process_id(&node.dest);
-                    Frame {
-                        offset: self.xwindows.origin_of(&title, pid, size).unwrap_or((0, 0)),
-                        window_coords: true,
-                    }
-                } else {
-                    Frame::default()
-                };
-                app_windows.push(WindowRoot {
+                out.push(TopLevel {
+                    app: app_node.clone(),
                     node,
-                    toolkit,
-                    frame,
+                    showing: states.contains(State::Showing),
+                    active: states.contains(State::Active),
                 });
             }
-            if app_active {
-                focused.extend(app_windows);
-            } else {
-                showing.extend(app_windows);
-            }
         }
-        Ok(if focused.is_empty() { showing } else { focused })
+        Ok(out)
+    }
+
+    /// The top-level windows to walk: every showing window of the applications that own an
+    /// active window (the focused application, with its menus and dialogs, which are windows
+    /// of their own), else every showing window.
+    fn windows(&mut self) -> zbus::Result<Vec<WindowRoot>> {
+        let all = self.top_level()?;
+        let active_apps: std::collections::HashSet<&Node> =
+            all.iter().filter(|w| w.active).map(|w| &w.app).collect();
+        let mut roots = Vec::new();
+        for w in all
+            .iter()
+            .filter(|w| w.showing)
+            .filter(|w| active_apps.is_empty() || active_apps.contains(&w.app))
+        {
+            let toolkit = self.toolkit(&w.app.dest, &w.app.path);
+            let frame = if toolkit.window_relative {
+                let title = self
+                    .accessible(&w.node)
+                    .and_then(|p| p.name())
+                    .unwrap_or_default();
+                let size = self
+                    .component(&w.node)
+                    .and_then(|c| c.get_extents(CoordType::Window))
+                    .map(|(_, _, width, height)| (width, height))
+                    .unwrap_or((0, 0));
+                let pid = self.process_id(&w.node.dest);
+                Frame {
+                    offset: self.xwindows.origin_of(&title, pid, size).unwrap_or((0, 0)),
+                    window_coords: true,
+                }
+            } else {
+                Frame::default()
+            };
+            roots.push(WindowRoot {
+                node: w.node.clone(),
+                toolkit,
+                frame,
+            });
+        }
+        Ok(roots)
     }
 
     /// The process id behind a bus name on the accessibility bus, when the bus says.
@@ -440,6 +458,17 @@ impl AtspiSource {
 impl ElementSource for AtspiSource {
     fn name(&self) -> &'static str {
         "atspi"
+    }
+
+    fn windows_signature(&mut self) -> Option<u64> {
+        use std::hash::{Hash, Hasher};
+        let windows = self.top_level().ok()?;
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        windows
+            .iter()
+            .filter(|w| w.showing)
+            .for_each(|w| w.hash(&mut hasher));
+        Some(hasher.finish())
     }
 
     fn capture(

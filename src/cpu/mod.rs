@@ -1,0 +1,35 @@
+//! The CPU the kernels run on: run-time detection of its instruction sets, the dispatch of
+//! hand-written kernels to their variants, the f32 math they share, and candle's own
+//! quantized tiers.
+//!
+//! # Kernel paths
+//!
+//! Every hot loop is written once, as `#[inline(always)]` code generic over `FMA` (whether
+//! `a * b + c` may be one fused instruction), and compiled three times on x86-64: inside a
+//! `#[target_feature(enable = "avx512f,…")]` function, inside an `avx2,fma` one, and for
+//! the build's own target (baseline x86-64, SSE2, for the README's `cargo build --release`).
+//! The register tiles of the fused attention also have hand-written AVX-512 and AVX2
+//! kernels. [`selected`] picks the path once per process from CPUID, so a default build
+//! runs the AVX-512 or AVX2 code on CPUs that have it. On aarch64 NEON and FMA are part
+//! of the baseline, so the generic code compiled for the target (with `FMA`) is the NEON
+//! path, and `portable` there runs the same code.
+//!
+//! `SIGHTLINE_CPU_FEATURES=avx512|avx2|portable` (read once) forces a path, so one machine
+//! can measure the others. Forcing a path the CPU lacks does not fail: the best path the
+//! CPU has below the requested one is used, and [`selected`]'s `warning` says so (the
+//! `bench` command prints it). An unknown value is treated the same way (automatic choice,
+//! with a warning).
+
+mod candle_tier;
+mod detect;
+mod dispatch;
+pub mod math;
+
+pub use candle_tier::{
+    apply_forced_path_to_candle, candle_quantized_level, candle_quantized_tier, CandleQuantTier,
+    CANDLE_FORCE_AVX2_ENV, CANDLE_FORCE_AVXVNNI_ENV,
+};
+pub use detect::{
+    path, resolve, selected, undispatched_features, CpuPath, Selection, CPU_FEATURES_ENV,
+};
+pub(crate) use dispatch::dispatch_fn;
