@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 use atspi::{Interface, Role};
 
 use super::read::own_name;
-use super::{AtspiSource, Node};
+use super::bus::Bus;
+use super::Node;
 use crate::error::{Error, Result};
 use crate::runner::elements::ScreenElement;
 
@@ -33,7 +34,7 @@ fn holds_within(wait: Duration, check: impl Fn() -> bool) -> bool {
 }
 
 /// Performs the accessible action named `action` (compared without case).
-pub(super) fn invoke(src: &AtspiSource, element: &ScreenElement, action: &str) -> Result<()> {
+pub(super) fn invoke(src: &Bus, element: &ScreenElement, action: &str) -> Result<()> {
     let node = Node::from_handle(&element.raw.handle)?;
     let what = format!("accessible action {action:?} on {:?}", element.id);
     let failed = |e: zbus::Error| Error::runner_caused(what.clone(), e);
@@ -66,7 +67,7 @@ pub(super) fn invoke(src: &AtspiSource, element: &ScreenElement, action: &str) -
 
 /// Gives the element keyboard focus (AT-SPI `Component.GrabFocus`; GTK also presents its
 /// window).
-pub(super) fn focus(src: &AtspiSource, element: &ScreenElement) -> Result<()> {
+pub(super) fn focus(src: &Bus, element: &ScreenElement) -> Result<()> {
     let node = Node::from_handle(&element.raw.handle)?;
     let what = format!("focus on {:?}", element.id);
     let granted = src
@@ -83,7 +84,7 @@ pub(super) fn focus(src: &AtspiSource, element: &ScreenElement) -> Result<()> {
 /// Selects the element in its container: the Selection of its parent, else the row of its
 /// table (`Table.AddRowSelection`). Nothing to do when it is selected already (a focus grab
 /// on a GTK 3 row selects it).
-pub(super) fn select(src: &AtspiSource, element: &ScreenElement) -> Result<()> {
+pub(super) fn select(src: &Bus, element: &ScreenElement) -> Result<()> {
     let node = Node::from_handle(&element.raw.handle)?;
     let what = format!("select {:?}", element.id);
     let failed = |e: zbus::Error| Error::runner_caused(what.clone(), e);
@@ -142,7 +143,7 @@ pub(super) fn select(src: &AtspiSource, element: &ScreenElement) -> Result<()> {
 /// Sets a value: a number through Value (within the range), text through EditableText, an
 /// option of a combo box through the Selection of the combo box or its popup.
 pub(super) fn set_value(
-    src: &AtspiSource,
+    src: &Bus,
     element: &ScreenElement,
     value: &str,
 ) -> Result<&'static str> {
@@ -232,7 +233,7 @@ struct OptionItem {
 
 /// Chooses the option named `value` (exactly, else ignoring case and surrounding space).
 fn select_option(
-    src: &AtspiSource,
+    src: &Bus,
     combo: &Node,
     combo_selects: bool,
     value: &str,
@@ -298,7 +299,7 @@ fn select_option(
 
 /// What a combo box shows as chosen now: the selected item of its own or its popup's
 /// Selection, else its name (GTK 3 and Qt name a combo box after its choice).
-fn combo_choice(src: &AtspiSource, combo: &Node) -> String {
+fn combo_choice(src: &Bus, combo: &Node) -> String {
     let toolkit = super::Toolkit::default();
     let mut popups = vec![combo.clone()];
     popups.extend(
@@ -332,7 +333,7 @@ fn combo_choice(src: &AtspiSource, combo: &Node) -> String {
 }
 
 /// The items of a combo box's popup (a menu or list below it), in order.
-fn combo_items(src: &AtspiSource, combo: &Node) -> Vec<OptionItem> {
+fn combo_items(src: &Bus, combo: &Node) -> Vec<OptionItem> {
     let mut items = Vec::new();
     let children = src
         .accessible(combo)

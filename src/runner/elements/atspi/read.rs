@@ -10,7 +10,8 @@
 use atspi::proxy::accessible::AccessibleProxyBlocking;
 use atspi::{Interface, InterfaceSet, RelationType, Role, State, StateSet};
 
-use super::{AtspiSource, Frame, Node, Toolkit};
+use super::bus::Bus;
+use super::{Frame, Node, Toolkit};
 use crate::runner::coords::ScreenGeometry;
 use crate::runner::elements::labels::Found;
 use crate::runner::elements::{
@@ -38,7 +39,7 @@ const MAX_ACTIONS: i32 = 8;
 /// language; where none of them is a click-like word this source knows, the untranslated
 /// names (`GetName`, one call each) are read instead, so a German desktop's "Umschalten" is
 /// still a `toggle`.
-pub(super) fn action_names(src: &AtspiSource, node: &Node) -> zbus::Result<Vec<String>> {
+pub(super) fn action_names(src: &Bus, node: &Node) -> zbus::Result<Vec<String>> {
     let proxy = src.action(node)?;
     let localized: Vec<String> = proxy.get_actions()?.into_iter().map(|a| a.name).collect();
     let known = localized
@@ -64,7 +65,7 @@ pub(super) struct Place<'a> {
 
 /// The extents of `node` in input coordinates, `None` when it has no usable extents (no
 /// Component, a toolkit's "nowhere" of `i32::MIN` or `-1`, an empty size).
-pub(super) fn extents(src: &AtspiSource, node: &Node, frame: Frame) -> Option<InputRect> {
+pub(super) fn extents(src: &Bus, node: &Node, frame: Frame) -> Option<InputRect> {
     let (x, y, w, h) = src
         .component(node)
         .ok()?
@@ -239,7 +240,7 @@ fn format_number(v: f64) -> String {
 
 /// Text of `node` through its Text interface (at most [`MAX_TEXT_READ`] characters), the
 /// last ones when `tail` (a terminal's prompt is at the end).
-pub(super) fn read_text(src: &AtspiSource, node: &Node, tail: bool) -> zbus::Result<String> {
+pub(super) fn read_text(src: &Bus, node: &Node, tail: bool) -> zbus::Result<String> {
     let text = src.text(node)?;
     let count = text.character_count()?.max(0);
     let (start, end) = if tail {
@@ -261,7 +262,7 @@ pub(super) fn read_text(src: &AtspiSource, node: &Node, tail: bool) -> zbus::Res
 
 /// The text of `node`'s children: the names of showing labels, cells and text nodes below
 /// it, or their Text, in order, joined by spaces.
-pub(super) fn child_text(src: &AtspiSource, node: &Node, toolkit: Toolkit) -> String {
+pub(super) fn child_text(src: &Bus, node: &Node, toolkit: Toolkit) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut queue: std::collections::VecDeque<(Node, usize)> = Default::default();
     queue.push_back((node.clone(), 0));
@@ -310,7 +311,7 @@ pub(super) fn child_text(src: &AtspiSource, node: &Node, toolkit: Toolkit) -> St
 
 /// Names of the labels `proxy` is `labelled-by`, with their handles.
 fn labelled_by(
-    src: &AtspiSource,
+    src: &Bus,
     proxy: &AccessibleProxyBlocking<'_>,
     node: &Node,
     toolkit: Toolkit,
@@ -343,7 +344,7 @@ fn labelled_by(
 /// The options of a combo box (the names of the items of its popup menu or list) and the
 /// chosen one, from a Selection on the combo box or its popup.
 fn combo_options(
-    src: &AtspiSource,
+    src: &Bus,
     node: &Node,
     interfaces: InterfaceSet,
     toolkit: Toolkit,
@@ -449,7 +450,7 @@ pub(super) struct Seen<'a> {
 /// Reads one element; `None` when its role is not one a user acts on or reads, it has no
 /// usable extents, or it is a label with nothing to say.
 pub(super) fn read_element(
-    src: &AtspiSource,
+    src: &Bus,
     seen: &Seen<'_>,
     place: Place<'_>,
     container: &str,
@@ -619,7 +620,7 @@ pub(super) fn read_element(
 }
 
 /// A range's value as `42 (0–100)`, from the Value interface.
-fn read_range(src: &AtspiSource, node: &Node) -> Option<String> {
+fn read_range(src: &Bus, node: &Node) -> Option<String> {
     let v = src.value(node).ok()?;
     let now = v.current_value().ok()?;
     match (v.minimum_value(), v.maximum_value()) {
@@ -633,43 +634,11 @@ fn read_range(src: &AtspiSource, node: &Node) -> Option<String> {
     }
 }
 
-/// Reads an element again for a refresh, the way the capture read it: rows and row check
-/// boxes from their table cell ([`super::table`]), everything else with [`read_element`].
-pub(super) fn read_again(
-    src: &AtspiSource,
-    node: &Node,
-    captured: &RawElement,
-    toolkit: Toolkit,
-    frame: Frame,
-    geometry: &ScreenGeometry,
-) -> zbus::Result<Option<RawElement>> {
-    let proxy = src.accessible(node)?;
-    let states = proxy.get_state()?;
-    let role = proxy.get_role()?;
-    let rect = extents(src, node, frame);
-    let place = Place { toolkit, geometry };
-    if matches!(captured.role.as_str(), "list" | "table") {
-        // The summary of a long list: the list itself, as it is now.
-        return Ok(rect.map(|r| RawElement {
-            bounds: input_rect_to_pixels(geometry, r.x, r.y, r.width, r.height),
-            ..captured.clone()
-        }));
-    }
-    if matches!(role, Role::TableCell | Role::ListItem | Role::TreeItem)
-        && matches!(captured.role.as_str(), "row" | "checkbox")
-    {
-        return Ok(rect.map(|rect| {
-            super::table::cell_as_row_again(src, node, &proxy, states, rect, place, captured)
-        }));
-    }
-    let seen = Seen {
-        node,
-        proxy: &proxy,
-        role,
-        states,
-        rect,
-    };
-    Ok(read_element(src, &seen, place, "")?.map(|f| f.raw))
+/// Whether the node offers the Table interface.
+pub(super) fn has_table(seen: &Seen<'_>) -> bool {
+    seen.proxy
+        .get_interfaces()
+        .is_ok_and(|i| i.contains(Interface::Table))
 }
 
 #[cfg(test)]

@@ -17,11 +17,15 @@
 
 use atspi::proxy::accessible::AccessibleProxyBlocking;
 use atspi::proxy::table::TableProxyBlocking;
+use std::time::Instant;
+
 use atspi::{Interface, Role, State, StateSet};
 
 use super::read::{self, InputRect, Place, Seen};
-use super::walk::{has_table, Context, Walk};
-use super::{AtspiSource, Frame, Node};
+
+use super::bus::Bus;
+use super::{Context, Frame, Node};
+use crate::runner::coords::ScreenGeometry;
 use crate::runner::elements::labels::Found;
 use crate::runner::elements::{
     clip_value, input_rect_to_pixels, ClickVia, ElementState, NameSource, RawElement,
@@ -47,13 +51,64 @@ struct Cell {
     check: bool,
 }
 
-/// Reads the rows in view of a table or list with a Table interface. `Ok(false)` when it has
-/// none (or no rows): the walk then goes through its children as for any container.
-pub(super) fn read_rows(walk: &mut Walk<'_>, seen: &Seen<'_>, ctx: &Context) -> zbus::Result<bool> {
-    if !has_table(seen) {
-        return Ok(false);
+/// What the walk gives a table to read it with.
+pub(super) struct RowLimits {
+    /// When the capture's time is up.
+    pub deadline: Instant,
+    /// Elements it may still add.
+    pub max_found: usize,
+}
+
+/// The rows of a table as read: their elements, the nodes the walk is to visit next (column
+/// headers, controls inside cells), what it cost, and the rows in view out of all
+/// (`first`, `last`, `total`) when some are not.
+pub(super) struct Rows<'a> {
+    src: &'a Bus,
+    geometry: &'a ScreenGeometry,
+    limits: RowLimits,
+    pub found: Vec<Found>,
+    pub visit: Vec<(Node, Context)>,
+    pub nodes: usize,
+    pub truncated: bool,
+    pub summary: Option<(usize, usize, usize)>,
+}
+
+impl Rows<'_> {
+    fn out_of_budget(&self) -> bool {
+        self.found.len() >= self.limits.max_found || Instant::now() >= self.limits.deadline
     }
-    let table = walk.src.table(seen.node)?;
+}
+
+/// Reads the rows in view of a table or list with a Table interface. `Ok(None)` when it has
+/// none (or no rows): the walk then goes through its children as for any container.
+pub(super) fn read_rows<'a>(
+    src: &'a Bus,
+    seen: &Seen<'_>,
+    ctx: &Context,
+    geometry: &'a ScreenGeometry,
+    limits: RowLimits,
+) -> zbus::Result<Option<Rows<'a>>> {
+    if !read::has_table(seen) {
+        return Ok(None);
+    }
+    let mut rows = Rows {
+        src,
+        geometry,
+        limits,
+        found: Vec::new(),
+        visit: Vec::new(),
+        nodes: 0,
+        truncated: false,
+        summary: None,
+    };
+    if !read_table(&mut rows, seen, ctx)? {
+        return Ok(None);
+    }
+    Ok(Some(rows))
+}
+
+fn read_table(rows: &mut Rows<'_>, seen: &Seen<'_>, ctx: &Context) -> zbus::Result<bool> {
+    let table = rows.src.table(seen.node)?;
     let (Ok(n_rows), Ok(n_cols)) = (table.n_rows(), table.n_columns()) else {
         return Ok(false);
     };
@@ -70,11 +125,11 @@ pub(super) fn read_rows(walk: &mut Walk<'_>, seen: &Seen<'_>, ctx: &Context) -> 
             .ok()
             .and_then(|h| Node::of(&h, &seen.node.dest))
         {
-            let _ = walk.visit(&header, 0, ctx);
+            rows.visit.push((header, ctx.clone()));
         }
     }
     let first = match clip {
-        Some(clip) => first_row_in_view(walk, &table, seen.node, clip, n_rows, ctx.frame),
+        Some(clip) => first_row_in_view(rows, &table, seen.node, clip, n_rows, ctx.frame),
         None => 0,
     };
     let row_ctx = Context {
@@ -85,11 +140,11 @@ pub(super) fn read_rows(walk: &mut Walk<'_>, seen: &Seen<'_>, ctx: &Context) -> 
     let mut first_shown: Option<usize> = None;
     let mut last_shown = 0;
     for r in first..n_rows {
-        if walk.out_of_budget() {
-            walk.truncated = true;
+        if rows.out_of_budget() {
+            rows.truncated = true;
             break;
         }
-        let cells = read_row_cells(walk, &table, &seen.node.dest, r, cols, ctx);
+        let cells = read_row_cells(rows, &table, &seen.node.dest, r, cols, ctx);
         let Some(rect) = row_rect(&cells) else {
             // Before the first row in view, a few rows without a place are passed over.
             if first_shown.is_some() || (r - first) as usize >= MAX_ROWS_OUT_OF_VIEW {
@@ -108,32 +163,24 @@ pub(super) fn read_rows(walk: &mut Walk<'_>, seen: &Seen<'_>, ctx: &Context) -> 
         let r = r as usize;
         first_shown.get_or_insert(r);
         last_shown = r;
-        if let Some(found) = row_element(walk, &cells, selectable, ctx) {
-            walk.found.push(found);
+        if let Some(found) = row_element(rows, &cells, selectable, ctx) {
+            rows.found.push(found);
         }
-        controls_in_cells(walk, &cells, &row_ctx);
+        controls_in_cells(rows, &cells, &row_ctx);
     }
     let total = n_rows as usize;
-    match first_shown {
-        Some(first) if last_shown + 1 - first < total => {
-            walk.summary(
-                seen.node,
-                seen.rect,
-                ctx,
-                "rows",
-                (first, last_shown, total),
-            );
-        }
-        None => walk.summary(seen.node, seen.rect, ctx, "rows", (1, 0, total)),
-        _ => {}
-    }
+    rows.summary = match first_shown {
+        Some(first) if last_shown + 1 - first < total => Some((first, last_shown, total)),
+        None => Some((1, 0, total)),
+        _ => None,
+    };
     Ok(true)
 }
 
 /// The first row in view: by binary search on the rows' extents, else by the cell the table
 /// reports at its top left (rows out of view have no extents in GTK 3), else row 0.
 fn first_row_in_view(
-    walk: &mut Walk<'_>,
+    rows: &mut Rows<'_>,
     table: &TableProxyBlocking<'_>,
     node: &Node,
     clip: InputRect,
@@ -144,12 +191,12 @@ fn first_row_in_view(
     let mut searchable = true;
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
-        walk.nodes += 1;
+        rows.nodes += 1;
         let rect = table
             .get_accessible_at(mid, 0)
             .ok()
             .and_then(|c| Node::of(&c, &node.dest))
-            .and_then(|c| read::extents(walk.src, &c, frame));
+            .and_then(|c| read::extents(rows.src, &c, frame));
         let Some(r) = rect else {
             searchable = false;
             break;
@@ -163,12 +210,12 @@ fn first_row_in_view(
     if searchable {
         return lo;
     }
-    let Ok(component) = walk.src.component(node) else {
+    let Ok(component) = rows.src.component(node) else {
         return 0;
     };
     let x = clip.x + (clip.width / 4).min(40) - frame.offset.0;
     for dy in (2..HEADER_PROBE_PX.min(clip.height)).step_by(HEADER_PROBE_STEP_PX) {
-        walk.nodes += 1;
+        rows.nodes += 1;
         let Some(cell) = component
             .get_accessible_at_point(x, clip.y + dy - frame.offset.1, frame.coord_type())
             .ok()
@@ -176,7 +223,7 @@ fn first_row_in_view(
         else {
             continue;
         };
-        if let Some(row) = row_of_cell(walk.src, table, &cell) {
+        if let Some(row) = row_of_cell(rows.src, table, &cell) {
             return row;
         }
     }
@@ -184,7 +231,7 @@ fn first_row_in_view(
 }
 
 /// The row of a cell: its TableCell position, else its index through the table.
-fn row_of_cell(src: &AtspiSource, table: &TableProxyBlocking<'_>, cell: &Node) -> Option<i32> {
+fn row_of_cell(src: &Bus, table: &TableProxyBlocking<'_>, cell: &Node) -> Option<i32> {
     let proxy = src.accessible(cell).ok()?;
     if !matches!(proxy.get_role().ok()?, Role::TableCell) {
         return None;
@@ -197,7 +244,7 @@ fn row_of_cell(src: &AtspiSource, table: &TableProxyBlocking<'_>, cell: &Node) -
 }
 
 fn read_row_cells(
-    walk: &mut Walk<'_>,
+    rows: &mut Rows<'_>,
     table: &TableProxyBlocking<'_>,
     dest: &str,
     row: i32,
@@ -206,7 +253,7 @@ fn read_row_cells(
 ) -> Vec<Cell> {
     let mut cells = Vec::new();
     for c in 0..cols {
-        walk.nodes += 1;
+        rows.nodes += 1;
         let Some(node) = table
             .get_accessible_at(row, c)
             .ok()
@@ -214,14 +261,14 @@ fn read_row_cells(
         else {
             continue;
         };
-        if let Some(cell) = read_cell(walk.src, &node, ctx) {
+        if let Some(cell) = read_cell(rows.src, &node, ctx) {
             cells.push(cell);
         }
     }
     cells
 }
 
-fn read_cell(src: &AtspiSource, node: &Node, ctx: &Context) -> Option<Cell> {
+fn read_cell(src: &Bus, node: &Node, ctx: &Context) -> Option<Cell> {
     let proxy = src.accessible(node).ok()?;
     let states = proxy.get_state().ok()?;
     let role = proxy.get_role().ok()?;
@@ -279,7 +326,7 @@ fn row_rect(cells: &[Cell]) -> Option<InputRect> {
         .and_then(|c| c.rect)
 }
 
-fn row_element(walk: &Walk<'_>, cells: &[Cell], selectable: bool, ctx: &Context) -> Option<Found> {
+fn row_element(rows: &Rows<'_>, cells: &[Cell], selectable: bool, ctx: &Context) -> Option<Found> {
     let key = cells.iter().find(|c| !c.check && !c.text.is_empty());
     let check = cells.iter().find(|c| c.check);
     let anchor = check.or(key)?;
@@ -315,7 +362,7 @@ fn row_element(walk: &Walk<'_>, cells: &[Cell], selectable: bool, ctx: &Context)
             } else if selectable || anchor.states.contains(State::Selectable) {
                 ClickVia::Select
             } else {
-                let actions = read::action_names(walk.src, &anchor.node).unwrap_or_default();
+                let actions = read::action_names(rows.src, &anchor.node).unwrap_or_default();
                 read::click_via("row", false, &actions)
             };
             let from = if anchor.own_named {
@@ -339,7 +386,7 @@ fn row_element(walk: &Walk<'_>, cells: &[Cell], selectable: bool, ctx: &Context)
         clickable: click != ClickVia::Pointer || ctx.in_combobox,
         editable: false,
         actions: anchor.actions.clone(),
-        bounds: input_rect_to_pixels(walk.geometry, rect.x, rect.y, rect.width, rect.height),
+        bounds: input_rect_to_pixels(rows.geometry, rect.x, rect.y, rect.width, rect.height),
         handle: anchor.node.handle(),
         click,
         settable: false,
@@ -354,9 +401,9 @@ fn row_element(walk: &Walk<'_>, cells: &[Cell], selectable: bool, ctx: &Context)
 
 /// Walks the children of cells that hold controls (a link in a browser's table cell); cells
 /// that only hold cells, icons or text (GTK 3's name column) are left alone.
-fn controls_in_cells(walk: &mut Walk<'_>, cells: &[Cell], ctx: &Context) {
+fn controls_in_cells(rows: &mut Rows<'_>, cells: &[Cell], ctx: &Context) {
     for cell in cells {
-        let Ok(proxy) = walk.src.accessible(&cell.node) else {
+        let Ok(proxy) = rows.src.accessible(&cell.node) else {
             continue;
         };
         if proxy.child_count().unwrap_or(0) <= 0 {
@@ -366,7 +413,7 @@ fn controls_in_cells(walk: &mut Walk<'_>, cells: &[Cell], ctx: &Context) {
             let Some(child) = Node::of(&child, &cell.node.dest) else {
                 continue;
             };
-            let role = walk
+            let role = rows
                 .src
                 .accessible(&child)
                 .and_then(|p| p.get_role())
@@ -382,7 +429,7 @@ fn controls_in_cells(walk: &mut Walk<'_>, cells: &[Cell], ctx: &Context) {
             ) {
                 continue;
             }
-            let _ = walk.visit(&child, 0, ctx);
+            rows.visit.push((child, ctx.clone()));
         }
     }
 }
@@ -391,7 +438,7 @@ fn controls_in_cells(walk: &mut Walk<'_>, cells: &[Cell], ctx: &Context) {
 /// as they are now; the name is the cell's text for a row, the captured one for a check box
 /// (it comes from the row, which the cell alone does not say); the value as captured.
 pub(super) fn cell_as_row_again(
-    src: &AtspiSource,
+    src: &Bus,
     node: &Node,
     proxy: &AccessibleProxyBlocking<'_>,
     states: StateSet,

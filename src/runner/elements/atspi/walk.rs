@@ -18,10 +18,12 @@
 
 use std::time::Instant;
 
-use atspi::{Interface, Role, State};
+use atspi::{Role, State};
 
 use super::read::{self, InputRect, Place, Seen};
-use super::{AtspiSource, Frame, Node, Toolkit, WindowRoot};
+use super::bus::Bus;
+use super::table::{self, RowLimits};
+use super::{Context, Frame, Node, WindowRoot};
 use crate::runner::coords::ScreenGeometry;
 use crate::runner::elements::labels::Found;
 use crate::runner::elements::{ClickVia, ElementBudget, ElementState, NameSource, RawElement};
@@ -29,26 +31,9 @@ use crate::runner::elements::{ClickVia, ElementBudget, ElementState, NameSource,
 /// Children of one container beyond which only those in view are looked at.
 const LONG_CHILD_LIST: usize = 64;
 
-/// Where in the tree a node is, as its descendants need to know.
-#[derive(Debug, Clone)]
-pub(super) struct Context {
-    pub toolkit: Toolkit,
-    pub frame: Frame,
-    /// The visible area so far, in input coordinates (`None`: the whole screen).
-    pub clip: Option<InputRect>,
-    /// The handle of the parent node (labels name fields of the same container).
-    pub container: String,
-    /// Below a kept element: text is part of its name.
-    pub inside_kept: bool,
-    /// Inside a table row: cells are read by the table, only controls are kept here.
-    pub in_row: bool,
-    /// Inside a combo box: a popup with no extents is closed.
-    pub in_combobox: bool,
-}
-
 /// One capture's walk: what it found, how many nodes it looked at, whether a budget cut it.
 pub(super) struct Walk<'a> {
-    pub src: &'a AtspiSource,
+    pub src: &'a Bus,
     pub geometry: &'a ScreenGeometry,
     pub budget: &'a ElementBudget,
     started: Instant,
@@ -61,7 +46,7 @@ pub(super) struct Walk<'a> {
 
 impl<'a> Walk<'a> {
     pub fn new(
-        src: &'a AtspiSource,
+        src: &'a Bus,
         geometry: &'a ScreenGeometry,
         budget: &'a ElementBudget,
         started: Instant,
@@ -185,7 +170,24 @@ impl<'a> Walk<'a> {
                 states,
                 rect,
             };
-            if super::table::read_rows(self, &seen, &inner)? {
+            let limits = RowLimits {
+                deadline: self.started + self.budget.max_time(),
+                max_found: self
+                    .budget
+                    .max_elements
+                    .saturating_mul(4)
+                    .saturating_sub(self.found.len()),
+            };
+            if let Some(rows) = table::read_rows(self.src, &seen, &inner, self.geometry, limits)? {
+                self.nodes += rows.nodes;
+                self.truncated |= rows.truncated;
+                self.found.extend(rows.found);
+                for (n, c) in &rows.visit {
+                    let _ = self.visit(n, depth + 1, c);
+                }
+                if let Some(counts) = rows.summary {
+                    self.summary(node, rect, &inner, "rows", counts);
+                }
                 return Ok(());
             }
         }
@@ -394,11 +396,4 @@ fn clips(role: Role) -> bool {
             | Role::List
             | Role::ListBox
     )
-}
-
-/// Whether the node offers the Table interface.
-pub(super) fn has_table(seen: &Seen<'_>) -> bool {
-    seen.proxy
-        .get_interfaces()
-        .is_ok_and(|i| i.contains(Interface::Table))
 }
