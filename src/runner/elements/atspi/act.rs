@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use atspi::{Interface, Role};
 
-use super::read::own_name;
 use super::bus::Bus;
+use super::read::own_name;
 use super::Node;
 use crate::error::{Error, Result};
 use crate::runner::elements::ScreenElement;
@@ -142,11 +142,7 @@ pub(super) fn select(src: &Bus, element: &ScreenElement) -> Result<()> {
 
 /// Sets a value: a number through Value (within the range), text through EditableText, an
 /// option of a combo box through the Selection of the combo box or its popup.
-pub(super) fn set_value(
-    src: &Bus,
-    element: &ScreenElement,
-    value: &str,
-) -> Result<&'static str> {
+pub(super) fn set_value(src: &Bus, element: &ScreenElement, value: &str) -> Result<&'static str> {
     let node = Node::from_handle(&element.raw.handle)?;
     let what = format!("set_value on {:?}", element.id);
     let failed = |e: zbus::Error| Error::runner_caused(what.clone(), e);

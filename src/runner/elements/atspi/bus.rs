@@ -55,7 +55,10 @@ impl Bus {
         proxy!(TextProxyBlocking, &self.conn, node.dest, node.path)
     }
 
-    pub(super) fn editable_text(&self, node: &Node) -> zbus::Result<EditableTextProxyBlocking<'static>> {
+    pub(super) fn editable_text(
+        &self,
+        node: &Node,
+    ) -> zbus::Result<EditableTextProxyBlocking<'static>> {
         proxy!(EditableTextProxyBlocking, &self.conn, node.dest, node.path)
     }
 

@@ -5,9 +5,9 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
+use atspi::proxy::bus::BusProxyBlocking;
 use atspi::{CoordType, Role, State};
 use zbus::blocking::Connection;
-use atspi::proxy::bus::BusProxyBlocking;
 
 use super::bus::Bus;
 use super::read::{self, extents, Place, Seen};

@@ -20,8 +20,8 @@ use std::time::Instant;
 
 use atspi::{Role, State};
 
-use super::read::{self, InputRect, Place, Seen};
 use super::bus::Bus;
+use super::read::{self, InputRect, Place, Seen};
 use super::table::{self, RowLimits};
 use super::{Context, Frame, Node, WindowRoot};
 use crate::runner::coords::ScreenGeometry;
