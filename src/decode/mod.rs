@@ -28,6 +28,8 @@
 //! # Ok(()) }
 //! ```
 
+mod answer;
+mod bounds;
 mod decoder;
 mod grammar;
 mod sampler;
@@ -38,6 +40,8 @@ pub use decoder::{
     decode, decode_move, move_thought, parse_move, parse_sentence, DecodeOptions, DecodeStats,
     Decoded, DecodedMove,
 };
+pub use answer::{decode_answer, AnswerSpec, DecodedAnswer};
+pub use bounds::TextSpan;
 pub use grammar::{Grammar, GrammarEngine};
 pub use sampler::{check_temperature, check_top_p, Sampler, Sampling};
 pub use schema::{GrammarOptions, MoveSpec, StringCaps};
