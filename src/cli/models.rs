@@ -294,6 +294,13 @@ fn info(hub: &Hub, id: &str, out: &mut dyn Write) -> sightline::Result<()> {
             let _ = writeln!(out, "  safetensors repo  {}", m.safetensors.repo);
             let _ = writeln!(out, "  default variant   {}", m.default_variant);
             let _ = writeln!(out, "  visual tokens     {}", m.visual_token_budget);
+            let _ = writeln!(
+                out,
+                "  dialect           {} ({})",
+                m.dialect,
+                m.dialect.summary()
+            );
+            let _ = writeln!(out, "  template          {}", m.template);
             let variants = match variant {
                 Some(v) => vec![v],
                 None => m.variants(),

@@ -210,4 +210,3 @@ impl StringTracker {
         self.in_string && !self.escaped && self.tokens_in_string >= self.cap
     }
 }
-

@@ -36,12 +36,13 @@ mod sampler;
 mod schema;
 mod token_env;
 
+pub(crate) use answer::check_special_tokens;
+pub use answer::{decode_answer, AnswerSpec, DecodedAnswer};
+pub use bounds::TextSpan;
 pub use decoder::{
     decode, decode_move, move_thought, parse_move, parse_sentence, DecodeOptions, DecodeStats,
     Decoded, DecodedMove,
 };
-pub use answer::{decode_answer, AnswerSpec, DecodedAnswer};
-pub use bounds::TextSpan;
 pub use grammar::{Grammar, GrammarEngine};
 pub use sampler::{check_temperature, check_top_p, Sampler, Sampling};
 pub use schema::{GrammarOptions, MoveSpec, StringCaps};

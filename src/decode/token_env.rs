@@ -269,7 +269,12 @@ impl TokenEnv {
     /// Cost: one pass over the vocabulary the first time for each byte (a few milliseconds
     /// for Qwen's), a lookup after.
     pub fn tokens_with_byte(&self, byte: u8) -> Arc<SimpleVob> {
-        if let Some(hit) = self.with_byte.lock().ok().and_then(|m| m.get(&byte).cloned()) {
+        if let Some(hit) = self
+            .with_byte
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&byte).cloned())
+        {
             return hit;
         }
         let trie = self.env.tok_trie();

@@ -8,9 +8,11 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::{CONFIG_FILE, PREPROCESSOR_FILE, SAFETENSORS_VARIANT, TOKENIZER_FILES};
+use crate::chat::Template;
 use crate::error::{Error, Result};
 use crate::hub::paths::{check_repo_id, check_revision};
 use crate::input_file::{self, InputKind};
+use crate::moves::Dialect;
 
 /// The revision used when a manifest pins none.
 const DEFAULT_REVISION: &str = "main";
@@ -49,6 +51,13 @@ pub struct ModelManifest {
     pub default_variant: String,
     /// Visual tokens per screenshot.
     pub visual_token_budget: u32,
+    /// The output language the model was trained to answer in (`json`, Sightline's own, when
+    /// absent; see [`Dialect`]).
+    #[serde(default)]
+    pub dialect: Dialect,
+    /// Its chat template: `qwen3-vl` (Instruct, the default) or `qwen3-vl-thinking`.
+    #[serde(default)]
+    pub template: Template,
     /// The GGUF repository.
     pub gguf: GgufManifest,
     /// The safetensors repository.

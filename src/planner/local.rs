@@ -32,9 +32,9 @@ use candle_core::Tensor;
 use cel_contracts::{AttemptRecord, DoneVerdict, NextMove, PlanProducer, PlanningView};
 use tokenizers::Tokenizer;
 
-use crate::chat::{self, Role};
+use crate::chat::{self, Role, Template};
 use crate::decode::{
-    decode_move, move_thought, DecodeOptions, Grammar, GrammarEngine, GrammarOptions, MoveSpec,
+    check_special_tokens, decode_answer, AnswerSpec, DecodeOptions, GrammarOptions, MoveSpec,
     Sampling, TokenEnv,
 };
 use crate::error::{Error, Result};
@@ -42,11 +42,12 @@ use crate::image::{preprocess_bytes, PreprocessConfig};
 use crate::model::qwen3_vl::Qwen3Vl;
 use crate::model::weights::{LoadOptions, ModelSource};
 use crate::model::{EncodedImage, VisionLanguageModel};
+use crate::moves::Dialect;
 use crate::planner::cache::CachedPrompt;
 use crate::planner::clarify::clarify_question;
 use crate::planner::grader::{rejection as rejected, GraderHead, HeadMeta};
 use crate::planner::prompt::{
-    render_grader_question, system_prompt_for, PromptRenderer, TaskInput,
+    render_grader_question_for, system_prompt_in, PromptRenderer, TaskInput,
 };
 
 /// Where the model runs (it lives with the model; re-exported here for callers of the
@@ -74,6 +75,13 @@ pub struct PlannerOptions {
     pub grader_threshold: f32,
     /// A trained grader head (safetensors); default: zero-shot from the LM head.
     pub grader_head: Option<PathBuf>,
+    /// The output language the model was trained to answer in (its manifest's `dialect`).
+    /// Default: Sightline's `NextMove` JSON.
+    pub dialect: Dialect,
+    /// How its chat template opens the answer (its manifest's `template`; a Thinking
+    /// variant thinks first, at most `grammar.limits.thought_tokens` tokens). Default:
+    /// Instruct.
+    pub template: Template,
 }
 
 impl PlannerOptions {
@@ -88,6 +96,8 @@ impl PlannerOptions {
             grammar: GrammarOptions::default(),
             grader_threshold: 0.5,
             grader_head: None,
+            dialect: Dialect::Json,
+            template: Template::Instruct,
         }
     }
 
@@ -145,7 +155,7 @@ pub struct TurnStats {
     /// What the prompt clipped, summarized or left out to respect its caps and the
     /// view's token budget, one line each, and its token count (`decide_next` only).
     pub truncation: Vec<String>,
-    /// The move's `"thought"`, when thinking is on.
+    /// The thought, when the model wrote one (a Thinking variant's, the move's `"thought"`).
     pub thought: Option<String>,
 }
 
@@ -281,7 +291,14 @@ impl LocalPlanner {
             )));
         }
         let env = TokenEnv::from_tokenizer(&tokenizer, model.vocab_size())?;
-        let renderer = PromptRenderer::new(tokenizer, system_prompt_for(&options.grammar))?;
+        // A tokenizer without the dialect's or template's tokens fails here, at load, not on
+        // the first turn.
+        check_special_tokens(&env, options.dialect, options.template)?;
+        let renderer = PromptRenderer::new(
+            tokenizer,
+            system_prompt_in(&options.grammar, options.dialect),
+        )?
+        .with_language(options.dialect, options.template);
         let grader_setup = HeadMeta {
             model: options.source.identity(),
             hidden_size: model.hidden_size(),
@@ -289,7 +306,7 @@ impl LocalPlanner {
                 .quantize
                 .map_or_else(|| "as stored".to_string(), |q| format!("{q:?}")),
             visual_tokens: (preprocess.max_pixels / (preprocess.factor() as u64).pow(2)) as usize,
-            prompt: prompt_fingerprint(renderer.system_text()),
+            prompt: prompt_fingerprint(renderer.system_text(), renderer.template()),
         };
         let grader = match &options.grader_head {
             Some(path) => GraderHead::load(path, &grader_setup, model.device())?,
@@ -448,7 +465,7 @@ impl Engine {
             let spec = MoveSpec::new(view, &grammar_options)?;
             Ok(spec.allowed_actions().iter().map(|a| a.tag()).collect())
         };
-        let fitted = self.renderer.fit(
+        let fitted = self.renderer.dialect_turn(
             &TaskInput {
                 goal: turn.goal,
                 history: turn.history,
@@ -463,8 +480,13 @@ impl Engine {
         let t = Instant::now();
         // The grammar accepts exactly the elements the prompt shows: it is built from
         // the view as rendered.
-        let spec = MoveSpec::new(&fitted.view, &self.grammar)?;
-        let grammar = Grammar::for_move(&self.env, &spec, GrammarEngine::Lark)?;
+        let spec = AnswerSpec::new(
+            &fitted.view,
+            &self.grammar,
+            self.renderer.dialect(),
+            self.renderer.template(),
+        )?;
+        let grammar = spec.grammar(&self.env)?;
         self.last_stats.grammar += t.elapsed();
         self.last_prompt = prompt_text(
             self.renderer.system_text(),
@@ -476,14 +498,16 @@ impl Engine {
 
         let prompt = self.prompt(&system, &fitted.screen, image.as_ref(), &fitted.task);
         let logits = self.feed_prompt(&prompt, image)?;
-        let decoded = decode_move(self.model.as_mut(), &logits, &grammar, &self.decode)?;
+        let decoded = decode_answer(self.model.as_mut(), &logits, &spec, &grammar, &self.decode)?;
         let d = &decoded.decoded.stats;
         self.last_stats.generated = d.tokens;
         self.last_stats.forced = d.forced_tokens;
         self.last_stats.forward_passes += d.forward_calls;
         self.last_stats.decode = d.model_time;
         self.last_stats.grammar += d.grammar_time();
-        self.last_stats.thought = move_thought(&decoded.decoded.text);
+        // The thought (a Thinking variant's, or the JSON move's `"thought"`) is never part
+        // of the move; it is kept for --stats and traces.
+        self.last_stats.thought = decoded.thought;
         self.last_stats.total = start.elapsed();
         Ok(decoded.next_move)
     }
@@ -514,7 +538,8 @@ impl Engine {
             image_tokens,
             &no_actions,
         )?;
-        let question_text = render_grader_question(turn.goal, summary);
+        let question_text =
+            render_grader_question_for(turn.goal, summary, self.renderer.template());
         self.last_prompt = prompt_text(
             self.renderer.system_text(),
             image_tokens,
@@ -660,10 +685,10 @@ impl Engine {
 
 /// A short fingerprint of the prompt the grader's question follows: the system prompt and
 /// the question's template, so a head is refused once either changes.
-fn prompt_fingerprint(system: &str) -> String {
+fn prompt_fingerprint(system: &str, template: Template) -> String {
     let mut hasher = DefaultHasher::new();
     system.hash(&mut hasher);
-    render_grader_question("{goal}", "{summary}").hash(&mut hasher);
+    render_grader_question_for("{goal}", "{summary}", template).hash(&mut hasher);
     format!("{:016x}", hasher.finish())
 }
 

@@ -112,8 +112,7 @@ impl AnswerSpec {
             Param::Pixels => "CU_PIXELS".into(),
             Param::Time => "CU_SECONDS".into(),
             Param::Status => {
-                let statuses: Vec<String> =
-                    STATUSES.iter().map(|s| lit(&json_string(s))).collect();
+                let statuses: Vec<String> = STATUSES.iter().map(|s| lit(&json_string(s))).collect();
                 format!("({})", statuses.join(" | "))
             }
         }
@@ -123,7 +122,11 @@ impl AnswerSpec {
     /// up to [`MAX_KEYS`] when `key_combo` is allowed, else 1.
     fn key_counts(&self) -> (usize, usize) {
         let allowed = self.moves.allowed_actions();
-        let min = if allowed.contains(&ActionKind::Key) { 1 } else { 2 };
+        let min = if allowed.contains(&ActionKind::Key) {
+            1
+        } else {
+            2
+        };
         let max = if allowed.contains(&ActionKind::KeyCombo) {
             MAX_KEYS
         } else {

@@ -19,7 +19,11 @@ impl AnswerSpec {
             format!("{start}: \"[\" {point} \"]\" | {}\n", lit(NO_POINT))
         } else {
             let think = if self.thought_tokens > 0 {
-                format!("{} G_THINK {}", lit(THINK_OPEN), lit(&format!("{THINK_CLOSE}\n")))
+                format!(
+                    "{} G_THINK {}",
+                    lit(THINK_OPEN),
+                    lit(&format!("{THINK_CLOSE}\n"))
+                )
             } else {
                 lit(&format!("{THINK_OPEN}\n{THINK_CLOSE}\n"))
             };

@@ -184,12 +184,8 @@ impl AnswerSpec {
         thought
             + match self.dialect {
                 Dialect::Json => self.moves.max_move_tokens(),
-                Dialect::ComputerUse | Dialect::ComputerUseAction => {
-                    self.computer_use_max_tokens()
-                }
-                Dialect::GroundingPoint | Dialect::GroundingAnswer => {
-                    self.grounding_max_tokens()
-                }
+                Dialect::ComputerUse | Dialect::ComputerUseAction => self.computer_use_max_tokens(),
+                Dialect::GroundingPoint | Dialect::GroundingAnswer => self.grounding_max_tokens(),
             }
     }
 
@@ -218,9 +214,7 @@ impl AnswerSpec {
             Dialect::ComputerUse | Dialect::ComputerUseAction => {
                 dialect::computer_use::translate(answer, self.dialect.has_action_line(), limits)
             }
-            Dialect::GroundingPoint => {
-                grounding_vocab::translate(answer, true, &self.instruction)
-            }
+            Dialect::GroundingPoint => grounding_vocab::translate(answer, true, &self.instruction),
             Dialect::GroundingAnswer => {
                 grounding_vocab::translate(answer, false, &self.instruction)
             }

@@ -267,7 +267,9 @@ pub fn key_table() -> Vec<(&'static str, &'static str)> {
     let mut table = NAMED_KEYS.to_vec();
     for key in KEY_NAMES {
         let plain = key.len() == 1
-            || (key.starts_with('f') && key.len() > 1 && key[1..].bytes().all(|b| b.is_ascii_digit()));
+            || (key.starts_with('f')
+                && key.len() > 1
+                && key[1..].bytes().all(|b| b.is_ascii_digit()));
         if plain {
             table.push((key, key));
         }
@@ -574,11 +576,7 @@ pub fn translate(answer: &str, action_line: bool, limits: &MoveLimits) -> Result
                 .as_array()
                 .filter(|p| p.len() == 2)
                 .ok_or_else(|| fail("coordinate is not [x, y]".into()))?;
-            let target = point_target(
-                integer(&point[0], "x")?,
-                integer(&point[1], "y")?,
-                answer,
-            )?;
+            let target = point_target(integer(&point[0], "x")?, integer(&point[1], "y")?, answer)?;
             let click = PlannedAction::Click {
                 target_id: target,
                 expect_after: None,
@@ -604,7 +602,9 @@ pub fn translate(answer: &str, action_line: bool, limits: &MoveLimits) -> Result
                 .as_f64()
                 .filter(|s| *s >= 0.0)
                 .ok_or_else(|| fail("time is not a number of seconds".into()))?;
-            let ms = (seconds * 1000.0).round().min(f64::from(limits.max_wait_ms));
+            let ms = (seconds * 1000.0)
+                .round()
+                .min(f64::from(limits.max_wait_ms));
             batch(vec![PlannedAction::Wait { ms: ms as u32 }])
         }
         CuAction::Terminate => match param(Param::Status)?.as_str() {
