@@ -243,7 +243,7 @@ impl TokenEnv {
         self.tokenizer_vocab
     }
 
-    /// The bytes of `tokens`, special tokens left out.
+    /// The bytes of `tokens`, special tokens spelled out (`</think>`, `<tool_call>`).
     pub fn decode_bytes(&self, tokens: &[TokenId]) -> Vec<u8> {
         self.env.tok_trie().decode(tokens)
     }

@@ -124,7 +124,8 @@ impl AnswerSpec {
         tokens
     }
 
-    /// The grammar in llguidance's Lark dialect.
+    /// The grammar in llguidance's Lark dialect, its special tokens written by name
+    /// (`<</think>>`, for people; [`lark_for`](Self::lark_for) is what compiles).
     pub fn lark(&self) -> String {
         let answer_rule = if self.template.thinks() {
             "answer"
@@ -150,6 +151,22 @@ impl AnswerSpec {
             Dialect::GroundingPoint | Dialect::GroundingAnswer => self.grounding_lark(answer_rule),
         };
         g
+    }
+
+    /// [`lark`](Self::lark) as llguidance compiles it against `env`: each special token the
+    /// answer is spelled with (`<tool_call>`, `</think>`) named by its id (`<[151657]>`), the
+    /// only way llguidance's Lark names a token whose name is not `<|…|>`-shaped. Errors: a
+    /// tokenizer without them ([`check_special_tokens`]).
+    pub fn lark_for(&self, env: &TokenEnv) -> Result<String> {
+        check_special_tokens(env, self.dialect, self.template)?;
+        let trie = env.tok_env().tok_trie();
+        let mut lark = self.lark();
+        for tag in AnswerSpec::special_tokens(self.dialect, self.template) {
+            if let Some(id) = trie.get_special_token(tag) {
+                lark = lark.replace(&format!("<{tag}>"), &format!("<[{id}]>"));
+            }
+        }
+        Ok(lark)
     }
 
     /// The free-text spans the decoder bounds: the thought, and the dialect's own.
@@ -197,7 +214,7 @@ impl AnswerSpec {
         if self.dialect == Dialect::Json && !self.template.thinks() {
             return Grammar::for_move(env, &self.moves, GrammarEngine::Lark);
         }
-        Ok(Grammar::from_lark(env, &self.lark())?.with_bounds(
+        Ok(Grammar::from_lark(env, &self.lark_for(env)?)?.with_bounds(
             Some(self.moves.string_caps()),
             self.spans(),
             self.max_tokens(),
