@@ -253,18 +253,22 @@ fn grounding_answers_become_one_click_at_the_point() -> Result<()> {
     for bad in ["[1001,3]", "[3,-2]", "[3]", "click(3,4)"] {
         ensure!(!accepts(&point, bad)?, "accepted {bad}");
     }
-    // MAI-UI: its reasoning, then the tagged answer (its prompt's format).
-    let tagged = spec(Dialect::GroundingAnswer, Template::Instruct, 32)?;
-    let answer = "<grounding_think>The OK button is at the bottom right.</grounding_think>\n\
-                  <answer>\n{\"coordinate\":[880,912]}\n</answer>";
+    // MAI-UI-8B's answer in its ScreenSpot-Pro outputs (`SSPro.jsonl`), verbatim: its
+    // reasoning, then the tagged answer.
+    let tagged = spec(Dialect::GroundingAnswer, Template::Instruct, 96)?;
+    let answer = "<grounding_think>\nThought: The instruction asks to open version control in \
+                  Android Studio. At the bottom left of the Android Studio window, there is a tab \
+                  labeled \"Version Control\" with a small icon that looks like a branch or commit \
+                  symbol. Clicking this tab will open the version control panel.\n\
+                  </grounding_think>\n<answer>\n{\"coordinate\":[264,866]}\n</answer>";
     ensure!(accepts(&tagged, answer)?, "rejected: {answer}");
     ensure!(same(
         &tagged.translate(answer)?,
-        &batch(goal, vec![click("xy:880,912")])
+        &batch(goal, vec![click("xy:264,866")])
     )?);
     ensure!(!accepts(
         &tagged,
-        &answer.replace("[880,912]", "[880,1912]")
+        &answer.replace("[264,866]", "[264,1866]")
     )?);
     Ok(())
 }
