@@ -426,7 +426,11 @@ mod tests {
     #[test]
     fn builtin_manifests_parse_with_one_default_2b_q4_k_m() -> Result<()> {
         let ms = builtin_manifests()?;
-        assert_eq!(ms.len(), 3);
+        assert_eq!(ms.len(), BUILTIN_MANIFESTS.len());
+        // Each file's id is its name: `models/<id>.toml`.
+        for (m, (file, _)) in ms.iter().zip(BUILTIN_MANIFESTS) {
+            assert_eq!(*file, format!("models/{}.toml", m.id));
+        }
         let d = default_manifest()?;
         assert_eq!(d.id, "qwen3-vl-2b");
         assert_eq!(d.default_variant, "q4_k_m");
