@@ -159,8 +159,8 @@ pub struct TurnStats {
     pub thought: Option<String>,
 }
 
-/// A turn's stage times and counts as data, for traces and `sightline eval` (which reads them
-/// from the trace, never from log lines). Times in milliseconds.
+/// A turn's stage times and counts (and its thought) as data, for traces and `sightline eval`
+/// (which reads them from the trace, never from log lines). Times in milliseconds.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct StageTimes {
     /// Screenshot decode and preprocessing.
@@ -187,6 +187,10 @@ pub struct StageTimes {
     pub forward_passes: usize,
     /// Whether the vision tower ran.
     pub image_encoded: bool,
+    /// The model's thought (a Thinking variant's, the move's `"thought"`): never part of the
+    /// move, kept here so a trace shows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thought: Option<String>,
 }
 
 impl TurnStats {
@@ -206,6 +210,7 @@ impl TurnStats {
             forced: self.forced,
             forward_passes: self.forward_passes,
             image_encoded: self.image_encoded,
+            thought: self.thought.clone(),
         }
     }
 
