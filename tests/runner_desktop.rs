@@ -26,8 +26,9 @@ use rand::{Rng, SeedableRng};
 use runner_support::*;
 use sightline::runner::trace::{self, read_turns};
 use sightline::runner::{
-    Budget, Capture, Desktop, ElementClick, EndReason, InputDevice, InputPoint, NoopObserver,
-    ReplayPlanner, RunOptions, RunReport, Runner, ScriptedPrompt, SettleOptions, XDesktop,
+    capture_elements, Budget, Capture, Desktop, ElementBudget, ElementClick, EndReason,
+    InputDevice, InputPoint, NoopObserver, ReplayPlanner, RunOptions, RunReport, Runner,
+    ScriptedPrompt, SettleOptions, XDesktop,
 };
 
 /// How far (in pixels, each axis) a mapped `xy:` click may land from the pixel it names.
@@ -293,7 +294,7 @@ fn corner_failsafe_aborts_before_the_next_step() -> anyhow::Result<()> {
 }
 
 #[test]
-fn destructive_gate_refuses_typed_rm_rf_unless_the_goal_confirms() -> anyhow::Result<()> {
+fn destructive_gate_refuses_typed_rm_rf_unless_the_user_allows_it() -> anyhow::Result<()> {
     let _x = x11_lock();
     if !tools_available(TOOLS_XTERM)? {
         return Ok(());
@@ -334,7 +335,10 @@ fn destructive_gate_refuses_typed_rm_rf_unless_the_goal_confirms() -> anyhow::Re
     let GoalOutcome::Refused { summary } = &report.outcome else {
         anyhow::bail!("expected Refused, got {:?}", report.outcome);
     };
-    assert!(summary.contains("rm -rf victim"), "{summary}");
+    assert!(
+        summary.contains("victim") && summary.contains("--allow delete"),
+        "{summary}"
+    );
     let last = report.history.last().context("no history")?;
     assert!(
         !last.succeeded
@@ -346,17 +350,25 @@ fn destructive_gate_refuses_typed_rm_rf_unless_the_goal_confirms() -> anyhow::Re
     std::thread::sleep(Duration::from_millis(500));
     assert!(victim.join("data.txt").exists(), "the refused command ran");
 
+    // The goal's wording changes nothing.
     let report = run_blocking(
-        &mut runner(fast_options())?,
+        &mut runner(one_failure.clone())?,
         "delete the victim directory with rm -rf; I confirm the deletion",
         &script(),
     )?;
+    assert_eq!(report.end, EndReason::EndedOnRefusal);
+    assert!(victim.join("data.txt").exists(), "the refused command ran");
+
+    // The user's grant does.
+    let mut options = fast_options();
+    options.grants = sightline::runner::Grants::parse(["delete"])?;
+    let report = run_blocking(&mut runner(options)?, "clean up", &script())?;
     assert_eq!(report.end, EndReason::Succeeded);
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while victim.exists() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(!victim.exists(), "the confirmed command did not run");
+    assert!(!victim.exists(), "the allowed command did not run");
     Ok(())
 }
 
@@ -571,23 +583,37 @@ fn planner_terminals_unexecutable_actions_rejections_and_declines() -> anyhow::R
         matches!(&report.outcome, GoalOutcome::Refused { summary } if summary == "Which file?")
     );
 
-    // --confirm: a declined batch runs nothing and ends as Refused.
+    // --confirm asks about risky steps only: a plain click runs without a question (the
+    // prompt would decline).
     let mut options = fast_options();
     options.confirm = true;
     move_pointer(640, 400)?;
+    let planner = ScriptedPlanner::new(vec![
+        batch("click", vec![step("click the title", click("xy:100,100"))]),
+        done("clicked"),
+    ]);
+    let mut r = runner(options)?.with_prompt(Box::new(ScriptedPrompt::new([])));
+    let report = run_blocking(&mut r, "click", &planner)?;
+    assert_eq!(report.end, EndReason::Succeeded);
+    move_pointer(640, 400)?;
+
+    // A declined risky step runs nothing and ends as Declined.
+    let mut options = fast_options();
+    options.confirm = true;
     let planner = ScriptedPlanner::new(vec![batch(
-        "click",
-        vec![step("click", click("xy:100,100"))],
+        "tidy",
+        vec![step("click Delete", click("xy:100,100"))],
     )]);
     let mut r = runner(options)?.with_prompt(Box::new(ScriptedPrompt::new([false])));
     let report = run_blocking(&mut r, "click", &planner)?;
     assert_eq!(report.end, EndReason::Declined);
     assert_eq!(pointer()?, (640, 400));
 
-    // An accepted batch runs; the question names the batch and its steps.
+    // An approved risky step runs; the question shows the step and the grant that would
+    // allow it in every run.
     let (tx, rx) = std::sync::mpsc::channel();
     let planner = ScriptedPlanner::new(vec![
-        batch("click", vec![step("click", click("xy:100,100"))]),
+        batch("tidy", vec![step("click Delete", click("xy:100,100"))]),
         done("clicked"),
     ]);
     let mut options = fast_options();
@@ -597,7 +623,9 @@ fn planner_terminals_unexecutable_actions_rejections_and_declines() -> anyhow::R
     assert_eq!(report.end, EndReason::Succeeded);
     let question = rx.try_recv()?;
     assert!(
-        question.contains("\"click\"") && question.contains("click xy:100,100"),
+        question.contains("\"click Delete\"")
+            && question.contains("click xy:100,100")
+            && question.contains("--allow delete"),
         "{question}"
     );
     assert_eq!(pointer()?, (128, 80));
@@ -903,5 +931,74 @@ fn pointer_clicks_land_on_the_visible_centre_and_the_planner_sees_the_elements(
     for &(id, ..) in LAYOUT {
         assert!(ids.contains(&id), "{id} not shown to the planner: {ids:?}");
     }
+    Ok(())
+}
+
+/// A GTK 3 entry's only accessible action is "activate", which acts like Enter: "clicking" the
+/// first field of a form that way would submit it. A click on a text field by id focuses it
+/// instead, and moves the pointer to it, so the next untargeted `type` lands in that field and
+/// the form stays open.
+#[test]
+fn clicking_an_entry_by_id_focuses_it_and_typing_lands_there_without_submitting(
+) -> anyhow::Result<()> {
+    let _x = x11_lock();
+    if !stack_available()? || !tools_available(&["zenity", "xdotool"])? {
+        return Ok(());
+    }
+    let mut session = Session::bare()?;
+    let _env = EnvGuard(
+        "DBUS_SESSION_BUS_ADDRESS",
+        std::env::var_os("DBUS_SESSION_BUS_ADDRESS"),
+    );
+    let _display = EnvGuard("DISPLAY", std::env::var_os("DISPLAY"));
+    std::env::set_var("DBUS_SESSION_BUS_ADDRESS", &session.bus_address);
+    std::env::set_var("DISPLAY", &session.display);
+    session.spawn(
+        "zenity",
+        &[
+            "--forms",
+            "--title",
+            "Person",
+            "--add-entry",
+            "First name",
+            "--add-entry",
+            "Last name",
+        ],
+    )?;
+    session.wait_for_window("^Person$")?;
+    let planner = ScriptedPlanner::new(vec![
+        batch(
+            "fill the last name",
+            vec![
+                step("focus the last name", click("text_last-name")),
+                step("type it", type_text("Hopper")),
+            ],
+        ),
+        done("typed"),
+    ]);
+    let mut runner = runner(fast_options())?;
+    let report = run_blocking(&mut runner, "type Hopper as the last name", &planner)?;
+    ensure!(
+        matches!(report.outcome, GoalOutcome::Succeeded { .. }),
+        "{:?}",
+        report.outcome
+    );
+    assert_eq!(
+        report.history[0].data,
+        serde_json::json!({ "focused": "text_last-name" }),
+        "{:?}",
+        report.history[0]
+    );
+    // The form is still open, the text is in the field clicked, and the pointer rests on it.
+    let mut desktop = XDesktop::open(None)?;
+    let capture = desktop.capture()?;
+    let table = capture_elements(&mut desktop, &capture.geometry, &ElementBudget::default())
+        .context("no elements")?;
+    let last = table.get("text_last-name").context("the form was closed")?;
+    assert_eq!(last.raw.value.as_deref(), Some("Hopper"));
+    assert!(last.raw.state.focused);
+    let first = table.get("text_first-name").context("no first name")?;
+    assert_eq!(first.raw.value, None);
+    assert_eq!(pointer()?, last.click_pixel());
     Ok(())
 }

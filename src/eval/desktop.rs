@@ -119,8 +119,10 @@ pub fn run_task(
         let with_bus = options.elements && task.accessibility;
         let mut session =
             match TaskSession::start(task, options.scratch_root.as_deref(), with_bus, stop)
-                .and_then(|mut s| s.setup(task, stop).map(|()| s))
-            {
+                .and_then(|mut s| {
+                    switch_accessibility_on(&s)?;
+                    s.setup(task, stop).map(|()| s)
+                }) {
                 Ok(s) => s,
                 Err(e) => {
                     result.detail = e.to_string();
@@ -157,6 +159,20 @@ pub fn run_task(
     }
     result.wall_ms = start.elapsed().as_millis() as u64;
     Ok(result)
+}
+
+/// Sets the session's `org.a11y.Status.IsEnabled` before the task's programs start, as a
+/// screen reader running on the desktop would: browsers and Qt applications then build their
+/// accessibility trees from the start. Nothing to do without a session bus.
+fn switch_accessibility_on(session: &TaskSession) -> Result<()> {
+    let Some(address) = session.bus_address() else {
+        return Ok(());
+    };
+    #[cfg(all(target_os = "linux", feature = "accessibility"))]
+    crate::runner::elements::switch_on_session(address)?;
+    #[cfg(not(all(target_os = "linux", feature = "accessibility")))]
+    let _ = address;
+    Ok(())
 }
 
 /// How the agent's process ended.
@@ -204,6 +220,9 @@ fn run_agent(
     // Elements need the task's bus; without one the agent works from the screenshot alone.
     if session.bus_address().is_none() {
         cmd.arg("--no-elements");
+    }
+    for grant in &task.allow {
+        cmd.arg("--allow").arg(session.placeholders().apply(grant));
     }
     let budget = RunBudgetArgs {
         max_steps: max_steps.max(1),
@@ -383,30 +402,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn planner_stats_are_read_from_the_trace() {
-        let view = serde_json::to_value(crate::view::empty_view("g")).expect("a view serializes");
+    fn planner_stats_are_read_from_the_trace() -> crate::error::Result<()> {
+        let json = |e| crate::error::Error::internal_caused("a trace record", e);
+        let view = serde_json::to_value(crate::view::empty_view("g")).map_err(json)?;
         let stats = |pre: f64, total: f64| {
             serde_json::to_value(StageTimes {
                 preprocess_ms: pre,
                 total_ms: total,
                 ..StageTimes::default()
             })
-            .expect("stats serialize")
         };
         let turns: Vec<TurnRecord> = [
             serde_json::json!({ "turn": 1, "started_ms": 0, "view": view, "decide_ms": 3,
-                                "decide_stats": stats(1.5, 11.0) }),
+                                "decide_stats": stats(1.5, 11.0).map_err(json)? }),
             serde_json::json!({ "turn": 2, "started_ms": 5, "view": view, "decide_ms": 3,
-                                "decide_stats": stats(0.5, 1.0), "verify_stats": stats(0.0, 0.5) }),
+                                "decide_stats": stats(0.5, 1.0).map_err(json)?,
+                                "verify_stats": stats(0.0, 0.5).map_err(json)? }),
         ]
         .into_iter()
-        .map(|v| serde_json::from_value(v).expect("a turn record"))
-        .collect();
-        let p = planner_stages_from_trace(&turns).expect("three calls");
+        .map(serde_json::from_value)
+        .collect::<std::result::Result<_, _>>()
+        .map_err(json)?;
+        let p = planner_stages_from_trace(&turns)
+            .ok_or_else(|| crate::error::Error::internal("three calls traced, none read"))?;
         assert_eq!(p.calls, 3);
         assert_eq!(p.preprocess_ms, 2.0);
         assert_eq!(p.total_ms, 12.5);
         assert!(planner_stages_from_trace(&turns[..0]).is_none());
+        Ok(())
     }
     use crate::runner::Budget;
 

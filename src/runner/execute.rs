@@ -1,5 +1,6 @@
-//! Running a batch: each step through the safety gate, then executed with the input device,
-//! with retries, pauses and the between-step checks.
+//! Running a batch: each step through the safety gate (and, when it refuses, the approval
+//! callback or the `--confirm` prompt), then executed with the input device, with retries,
+//! pauses and the between-step checks.
 
 use std::time::Duration;
 
@@ -18,8 +19,8 @@ impl Runner {
         purpose: &str,
         steps: &[Step],
     ) -> TurnEnd {
+        // The goal is not read here: the gate judges steps, never the goal's wording.
         let TurnInput {
-            goal,
             view,
             geometry,
             elements,
@@ -41,37 +42,6 @@ impl Runner {
             state.steps_used += 1;
             return TurnEnd::Continue;
         }
-        if self.options.confirm && !self.options.dry_run {
-            let question = format!(
-                "Run batch \"{purpose}\" ({} step{}: {})?",
-                steps.len(),
-                if steps.len() == 1 { "" } else { "s" },
-                steps
-                    .iter()
-                    .map(|s| describe_action(&s.action))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            );
-            match self.prompt.confirm(&question) {
-                Ok(true) => {}
-                Ok(false) => {
-                    return TurnEnd::Finish(
-                        GoalOutcome::Refused {
-                            summary: format!(
-                                "the user declined the batch \"{purpose}\" at the confirm prompt"
-                            ),
-                        },
-                        EndReason::Declined,
-                    )
-                }
-                Err(e) => {
-                    let report =
-                        failure(purpose, "confirm the batch", &state.history, e.to_string());
-                    return TurnEnd::Finish(GoalOutcome::Failed(report), EndReason::StepFailed);
-                }
-            }
-        }
-
         let mut any_input = false;
         // How long the application may take to react to this batch (the most any step needs).
         let mut settle_kind = SettleKind::Edit;
@@ -85,41 +55,66 @@ impl Runner {
             }
             let seen = self.seen_targets(&step.action, elements, &geometry);
             let seen_of = |id: &str| seen.iter().find(|f| f.0 == id).map(|f| f.1.clone());
-            if let Some(refusal) =
-                safety::check_batch_step(goal, purpose, steps, index, view, &seen_of)
-            {
-                observer.on_refusal(step, &refusal.message);
-                let result = StepResult::Err {
-                    message: refusal.message.clone(),
-                    recoverable: false,
-                };
-                record.steps.push(trace::StepRecord {
-                    index,
-                    attempt: 1,
-                    purpose: step.purpose.clone(),
-                    action: step.action.clone(),
-                    result,
-                    duration_ms: 0,
-                    dry_run: self.options.dry_run,
-                    refused: Some(refusal.message.clone()),
-                });
-                state.history.push(AttemptRecord {
-                    step_purpose: step.purpose.clone(),
-                    action: step.action.clone(),
-                    succeeded: false,
-                    error: Some(refusal.message.clone()),
-                    data: json!({ "refused": refusal.kind, "trigger": refusal.trigger }),
-                    next_action_hint: None,
-                });
-                return self.end_failed_batch(
-                    state,
-                    record,
-                    any_input.then_some(settle_kind),
-                    BatchFailure::Refused {
-                        message: refusal.message,
-                    },
-                );
+            let ctx = safety::GateContext {
+                view,
+                batch_purpose: purpose,
+                seen: &seen_of,
+                host: &safety::LocalHost,
+            };
+            let checked = state.gate.check(step, index, &ctx);
+            if let Some(refusal) = checked.refusal().cloned() {
+                let asked = self.approval_asked();
+                match self.approve(&refusal) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        let message = refusal.to_string();
+                        observer.on_refusal(step, &message);
+                        record.steps.push(trace::StepRecord {
+                            index,
+                            attempt: 1,
+                            purpose: step.purpose.clone(),
+                            action: step.action.clone(),
+                            result: StepResult::Err {
+                                message: message.clone(),
+                                recoverable: false,
+                            },
+                            duration_ms: 0,
+                            dry_run: self.options.dry_run,
+                            refused: Some(message.clone()),
+                        });
+                        state.history.push(AttemptRecord {
+                            step_purpose: step.purpose.clone(),
+                            action: step.action.clone(),
+                            succeeded: false,
+                            error: Some(message.clone()),
+                            data: json!({
+                                "refused": refusal.kinds(),
+                                "allow": refusal.allow_flags(),
+                            }),
+                            next_action_hint: None,
+                        });
+                        // The user said no to this very step: the run ends there.
+                        if asked {
+                            return TurnEnd::Finish(
+                                GoalOutcome::Refused { summary: message },
+                                EndReason::Declined,
+                            );
+                        }
+                        return self.end_failed_batch(
+                            state,
+                            record,
+                            any_input.then_some(settle_kind),
+                            BatchFailure::Refused { message },
+                        );
+                    }
+                    Err(e) => {
+                        let report =
+                            failure(purpose, "approve the step", &state.history, e.to_string());
+                        return TurnEnd::Finish(GoalOutcome::Failed(report), EndReason::StepFailed);
+                    }
+                }
             }
+            state.gate.commit(checked);
             state.steps_used += 1;
             let role = seen.first().map(|(_, facts)| facts.role.as_str());
             settle_kind = settle_kind.max(settle::settle_kind(&step.action, role));
@@ -227,6 +222,27 @@ impl Runner {
         TurnEnd::Continue
     }
 
+    /// Whether a refused step is put to someone: the approval callback, or the `--confirm`
+    /// prompt (never in a dry run, which executes nothing).
+    fn approval_asked(&self) -> bool {
+        !self.options.dry_run && (self.approver.is_some() || self.options.confirm)
+    }
+
+    /// Asks the approval callback, else (under `--confirm`) the prompt, whether a refused
+    /// step may run this once.
+    fn approve(&mut self, refusal: &safety::Refusal) -> Result<bool> {
+        if self.options.dry_run {
+            return Ok(false);
+        }
+        if let Some(approver) = self.approver.as_mut() {
+            return approver.approve(refusal);
+        }
+        if self.options.confirm {
+            return self.prompt.confirm(&safety::question(refusal));
+        }
+        Ok(false)
+    }
+
     /// A batch ended on a failed or refused step: the steps before it stay done, the screen
     /// settles after any input they gave, and the run goes on to the next turn, where the
     /// planner reads the failure in its history. Only when the failure budget
@@ -300,7 +316,7 @@ impl Runner {
 
     /// Resolves a target id: an element of this turn's capture (re-read now), else through the
     /// runner's [`TargetResolver`] (`xy:` points, a caller's own ids).
-    fn resolve_target(
+    pub(super) fn resolve_target(
         &mut self,
         target_id: &str,
         scene: &Scene<'_>,
@@ -359,35 +375,7 @@ impl Runner {
                     _ => None,
                 };
                 let mut data = match element {
-                    Some(ElementTarget {
-                        element,
-                        action: Some(action),
-                        ..
-                    }) => {
-                        let invoked = match self.desktop.elements() {
-                            Some(source) => source.invoke(&element, &action),
-                            None => Err(Error::runner(
-                                "the accessibility tree is no longer reachable",
-                            )),
-                        };
-                        match invoked {
-                            Ok(()) => json!({ "invoked": action, "element": element.id }),
-                            // The element was just re-read and is on screen: where its action
-                            // fails, the pointer still reaches it.
-                            Err(e) => {
-                                self.click_at(p, state).map_err(input_err)?;
-                                json!({
-                                    "clicked": [p.x, p.y],
-                                    "element": element.id,
-                                    "action_failed": e.to_string(),
-                                })
-                            }
-                        }
-                    }
-                    Some(ElementTarget { element, .. }) => {
-                        self.click_at(p, state).map_err(input_err)?;
-                        json!({ "clicked": [p.x, p.y], "element": element.id })
-                    }
+                    Some(target) => self.click_element(&target, state)?,
                     None => {
                         self.click_at(p, state).map_err(input_err)?;
                         json!({ "clicked": [p.x, p.y] })
@@ -410,16 +398,25 @@ impl Runner {
             PlannedAction::Type { target_id, text } => {
                 let mut data = json!({ "typed_chars": text.chars().count() });
                 if let Some(id) = target_id {
-                    // Focus by clicking the element, as a user would: it gives the window and
-                    // the field focus and needs no window manager.
-                    let (p, _) = self.resolve_target(id, scene).map_err(plan_err)?;
-                    self.click_at(p, state).map_err(input_err)?;
+                    // Focus the target first, as a user's click would: an element by the way
+                    // a click reaches it (a text field is focused, never activated), a point
+                    // by the pointer.
+                    let (p, element) = self.resolve_target(id, scene).map_err(plan_err)?;
+                    data["focus"] = match element {
+                        Some(target) => self.click_element(&target, state)?,
+                        None => {
+                            self.click_at(p, state).map_err(input_err)?;
+                            json!({ "clicked": [p.x, p.y] })
+                        }
+                    };
                     std::thread::sleep(Duration::from_millis(self.options.step_pause_ms));
-                    data["clicked"] = json!([p.x, p.y]);
                 }
                 self.desktop.input().text(text).map_err(input_err)?;
                 Ok(data)
             }
+            PlannedAction::SetValue {
+                target_id, value, ..
+            } => self.set_element_value(target_id, value, scene, state),
             PlannedAction::Key { key } => {
                 let keys = input::parse_key_chord(key).map_err(plan_err)?;
                 input::press_chord(self.desktop.input(), &keys).map_err(input_err)?;
@@ -532,7 +529,7 @@ impl Runner {
         }
     }
 
-    fn click_at(&mut self, p: InputPoint, state: &mut RunState) -> Result<()> {
+    pub(super) fn click_at(&mut self, p: InputPoint, state: &mut RunState) -> Result<()> {
         let input = self.desktop.input();
         input.move_pointer(p)?;
         state.runner_pointer = Some(p);
@@ -591,6 +588,7 @@ fn target_ids(action: &PlannedAction, out: &mut Vec<String>) {
         PlannedAction::Type {
             target_id: Some(t), ..
         } => out.push(t.clone()),
+        PlannedAction::SetValue { target_id, .. } => out.push(target_id.clone()),
         PlannedAction::Drag {
             from_target_id,
             to_target_id,
@@ -610,43 +608,6 @@ fn scroll_notches(v: i32) -> i32 {
     }
 }
 
-/// The wire name of an action (`click`, `cdp_eval`, …).
-pub fn action_type(action: &PlannedAction) -> String {
-    serde_json::to_value(action)
-        .ok()
-        .and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_string))
-        .unwrap_or_else(|| "unknown".into())
-}
-
-/// A one-line description of an action for prompts and logs.
-pub fn describe_action(action: &PlannedAction) -> String {
-    match action {
-        PlannedAction::Click { target_id, .. } => format!("click {target_id}"),
-        PlannedAction::Type {
-            target_id: Some(t),
-            text,
-        } => format!("type {text:?} into {t}"),
-        PlannedAction::Type { text, .. } => format!("type {text:?}"),
-        PlannedAction::Key { key } => format!("key {key}"),
-        PlannedAction::KeyCombo { keys } => format!("key_combo {}", keys.join("+")),
-        PlannedAction::Scroll { dx, dy } => format!("scroll dx={dx} dy={dy}"),
-        PlannedAction::Drag {
-            from_target_id,
-            to_target_id,
-        } => format!("drag {from_target_id} -> {to_target_id}"),
-        PlannedAction::Select {
-            from_x,
-            from_y,
-            to_x,
-            to_y,
-        } => format!("select ({from_x},{from_y}) -> ({to_x},{to_y})"),
-        PlannedAction::Wait { ms } => format!("wait {ms} ms"),
-        PlannedAction::Extract { goal, .. } => format!("extract {goal:?}"),
-        PlannedAction::Batch { actions } => format!("batch of {}", actions.len()),
-        other => action_type(other),
-    }
-}
-
 /// Why an action cannot run on the desktop runner, naming the action and what would be needed.
 fn unsupported_action_message(action: &PlannedAction) -> String {
     let name = action_type(action);
@@ -654,9 +615,7 @@ fn unsupported_action_message(action: &PlannedAction) -> String {
         PlannedAction::CdpEval { .. }
         | PlannedAction::Navigate { .. }
         | PlannedAction::ExtractWithFallback { .. } => "a browser bound over CDP",
-        PlannedAction::SetValue { .. } | PlannedAction::AxAction { .. } => {
-            "an accessibility backend"
-        }
+        PlannedAction::AxAction { .. } => "an accessibility backend",
         PlannedAction::ActivateApp { .. }
         | PlannedAction::LaunchApp { .. }
         | PlannedAction::QuitApp { .. }
@@ -675,6 +634,7 @@ fn unsupported_action_message(action: &PlannedAction) -> String {
     };
     format!(
         "cannot execute `{name}`: it needs {needs}; Sightline's desktop runner executes only \
-         native input (click, type, key, key_combo, scroll, drag, wait, select, extract)"
+         native input (click, type, key, key_combo, scroll, drag, wait, select, extract) and \
+         set_value on element ids"
     )
 }

@@ -16,6 +16,7 @@
 #[allow(dead_code)]
 mod a11y_support;
 mod decode_support;
+mod gate_support;
 mod hub_support;
 mod model_support;
 // Shared with the separate `runner_desktop` binary, which uses the parts this one does not
@@ -24,6 +25,8 @@ mod model_support;
 #[allow(dead_code)]
 mod runner_support;
 
+#[cfg(feature = "desktop")]
+mod a11y_dialogs;
 #[cfg(feature = "desktop")]
 mod a11y_elements;
 mod agent_cli;
@@ -40,6 +43,8 @@ mod eval_cli;
 #[cfg(feature = "desktop")]
 mod eval_support;
 mod fixtures;
+#[cfg(feature = "desktop")]
+mod gate_permission;
 mod generate_cli;
 mod hostile;
 mod house;

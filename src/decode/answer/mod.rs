@@ -288,10 +288,8 @@ pub fn decode_answer(
     let decoded = decode(model, first_logits, grammar, options)?;
     let env = grammar.env();
     let text_of = |tokens: &[u32]| {
-        String::from_utf8(env.decode_bytes(tokens)).map_err(|e| Error::Decode {
-            reason: format!("output is not UTF-8: {e}"),
-            text: decoded.text.clone(),
-        })
+        String::from_utf8(env.decode_bytes(tokens))
+            .map_err(|e| Error::decode_caused(decoded.text.clone(), "output is not UTF-8", e))
     };
     let close = env.tok_env().tok_trie().get_special_token(THINK_CLOSE);
     let split = spec

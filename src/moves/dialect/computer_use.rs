@@ -498,7 +498,7 @@ pub fn translate(answer: &str, action_line: bool, limits: &MoveLimits) -> Result
         .and_then(|c| c.strip_suffix(TOOL_CALL_CLOSE))
         .ok_or_else(|| fail(format!("no {TOOL_CALL_OPEN}…{TOOL_CALL_CLOSE} block")))?;
     let call: Value = serde_json::from_str(call.trim())
-        .map_err(|e| fail(format!("the tool call is not JSON: {e}")))?;
+        .map_err(|e| crate::Error::decode_caused(answer, "the tool call is not JSON", e))?;
     if call.get("name").and_then(Value::as_str) != Some(FUNCTION_NAME) {
         return Err(fail(format!("the call is not to {FUNCTION_NAME}")));
     }

@@ -147,10 +147,7 @@ impl<'de> serde::Deserialize<'de> for Dialect {
 /// An answer that is not in its dialect, or that has no `NextMove` equivalent: an
 /// [`Error::Decode`] carrying the text, as for a JSON move that does not parse.
 fn not_a_move(reason: impl Into<String>, text: &str) -> Error {
-    Error::Decode {
-        reason: reason.into(),
-        text: text.to_string(),
-    }
+    Error::decode(text, reason)
 }
 
 /// A point answer as Sightline's `xy:` target, checked to lie on the 0–1000 grid.
@@ -171,7 +168,7 @@ mod tests {
         }
         let err = match "qwen".parse::<Dialect>() {
             Err(e) => e.to_string(),
-            Ok(d) => return Err(Error::Internal(format!("qwen parsed as {d}"))),
+            Ok(d) => return Err(Error::internal(format!("qwen parsed as {d}"))),
         };
         assert!(err.contains("qwen-computer-use-action"), "{err}");
         Ok(())

@@ -38,13 +38,22 @@
 //!   the Accessibility permission, whose absence must read like "no accessibility bus" here.
 //!
 //! Each maps to this trait unchanged: a capture into a table, a refresh by handle, an action by
-//! name, a focus grab.
+//! name, a focus grab, a selection, a value set (`Value.SetValue`, `SelectionItem.Select` in UI
+//! Automation; `kAXValueAttribute`, `kAXSelectedAttribute` in AX).
+//!
+//! # What a capture keeps
+//!
+//! Sources report what they find; two passes shared by every source finish the table:
+//! [`labels`] names the fields left nameless by the label beside or above them, and [`keep`]
+//! says which elements stay when more are in view than the budget holds.
 
 #[cfg(all(target_os = "linux", feature = "accessibility"))]
 mod atspi;
+pub mod keep;
+pub mod labels;
 
 #[cfg(all(target_os = "linux", feature = "accessibility"))]
-pub use atspi::AtspiSource;
+pub use atspi::{switch::switch_on_session, AtspiSource};
 
 use std::time::Duration;
 
@@ -58,6 +67,8 @@ use crate::error::Result;
 pub const MAX_VALUE_CHARS: usize = 80;
 /// Longest name slug in an id, in characters.
 pub const MAX_SLUG_CHARS: usize = 24;
+/// Most options of a combo box listed in the view.
+pub const MAX_OPTIONS: usize = 24;
 
 /// Limits on one element capture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -145,13 +156,14 @@ impl PixelRect {
 /// An element as a source reads it, before ids are given.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RawElement {
-    /// Short role name (`button`, `text`, `checkbox`, …), the view's `element_type`.
+    /// Short role name (`button`, `text`, `checkbox`, `row`, …), the view's `element_type`.
     pub role: String,
-    /// The accessible name (or the description when the name is empty).
+    /// What the element is called (see [`NameSource`] for where the name came from).
     pub name: String,
-    /// Current value or text, clipped to [`MAX_VALUE_CHARS`].
+    /// Current value or text, clipped to [`MAX_VALUE_CHARS`]: a field's text, a slider's
+    /// number, a combo box's chosen option, a row's other columns.
     pub value: Option<String>,
-    /// Focused, selected, enabled, checked, expanded.
+    /// Focused, selected, enabled, checked, expanded, focusable.
     pub state: ElementState,
     /// Whether a click does something (a control, or an element with an action).
     pub clickable: bool,
@@ -163,6 +175,66 @@ pub struct RawElement {
     pub bounds: PixelRect,
     /// Where the source finds the element again (for AT-SPI: `bus name` + object path).
     pub handle: String,
+    /// How a click reaches it without the pointer, as the source judged it.
+    #[serde(default)]
+    pub click: ClickVia,
+    /// Whether `set_value` can set it: editable text, a number in a range, a choice of options.
+    #[serde(default)]
+    pub settable: bool,
+    /// The options of a combo box, at most [`MAX_OPTIONS`] (what `set_value` accepts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
+    /// Where the name came from.
+    #[serde(default)]
+    pub name_from: NameSource,
+}
+
+/// Where an element's name came from, in the order they are tried.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NameSource {
+    /// Its own accessible name.
+    #[default]
+    Own,
+    /// The label an application relates to it (AT-SPI `labelled-by`).
+    Relation,
+    /// Its accessible description.
+    Description,
+    /// The placeholder text of an empty field.
+    Placeholder,
+    /// The text of its children (a list item's label, a table cell's text nodes).
+    Children,
+    /// The text of the row it is in (a check box cell named by its row).
+    Row,
+    /// The label beside or above it in the same container ([`labels`]).
+    Beside,
+    /// No name was found.
+    None,
+}
+
+impl NameSource {
+    /// Whether the element itself says this name, so that a re-read must find it again (a
+    /// name from the screen around it cannot be re-read from the element alone).
+    pub fn is_intrinsic(self) -> bool {
+        !matches!(self, NameSource::Row | NameSource::Beside)
+    }
+}
+
+/// How a click on an element is carried out without the pointer. The source chooses, knowing
+/// the toolkit: a GTK 3 text field's only action is `activate`, which acts like Enter and
+/// submits its form, so fields are focused instead; a table row is selected in its table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClickVia {
+    /// The accessible action of this name (`click`, `press`, `toggle`, `jump`…).
+    Action(String),
+    /// Select it in its container (a table row): what a click on a row does.
+    Select,
+    /// Give it keyboard focus (text fields, terminals).
+    Focus,
+    /// Nothing accessible fits: the pointer, at the centre of its visible part.
+    #[default]
+    Pointer,
 }
 
 /// The states the planner needs, as in [`PlanningElementState`] (which is not serializable
@@ -179,6 +251,9 @@ pub struct ElementState {
     pub checked: bool,
     /// Expanded (trees, combo boxes).
     pub expanded: bool,
+    /// Can take keyboard focus (after an accessible action the runner gives it focus).
+    #[serde(default)]
+    pub focusable: bool,
 }
 
 /// One element of a capture: its id, what the planner sees, and where it is.
@@ -211,8 +286,8 @@ impl ScreenElement {
                 expanded: s.expanded,
             },
             clickable: self.raw.clickable,
-            settable: self.raw.editable,
-            select_options: None,
+            settable: self.raw.settable || self.raw.editable,
+            select_options: (!self.raw.options.is_empty()).then(|| self.raw.options.join(", ")),
         }
     }
 
@@ -231,13 +306,20 @@ pub struct ElementTable {
     pub source: String,
     /// How long the capture took, in milliseconds.
     pub capture_ms: u64,
-    /// Whether a budget cut the walk short.
+    /// Whether a budget cut the walk short or left elements out.
     pub truncated: bool,
+    /// Accessibility nodes the capture looked at (walked, or probed in a long list).
+    #[serde(default)]
+    pub nodes_walked: usize,
+    /// Elements found on the image but left out by the element budget ([`keep`]).
+    #[serde(default)]
+    pub dropped: usize,
 }
 
 impl ElementTable {
-    /// Builds the table from raw elements: drops those not on the image, sorts them in reading
-    /// order, gives ids and keeps at most `max_elements`.
+    /// Builds the table from raw elements: drops those not on the image and repeats of one
+    /// handle, keeps at most `max_elements` by the rule of [`keep`], sorts them in reading
+    /// order and gives ids.
     pub fn from_raw(
         raw: Vec<RawElement>,
         image_width: u32,
@@ -245,16 +327,19 @@ impl ElementTable {
         max_elements: usize,
     ) -> Self {
         let screen = PixelRect::image(image_width, image_height);
-        let mut kept: Vec<(RawElement, PixelRect)> = raw
+        let mut handles = std::collections::HashSet::new();
+        let on_image: Vec<(RawElement, PixelRect)> = raw
             .into_iter()
+            .filter(|r| handles.insert(r.handle.clone()))
             .filter_map(|r| r.bounds.intersect(&screen).map(|v| (r, v)))
             .collect();
+        let found = on_image.len();
+        let mut kept = keep::keep_within_budget(on_image, max_elements);
+        let dropped = found - kept.len();
         // Reading order, then role and name so that ties are ordered the same every capture.
         kept.sort_by(|(a, av), (b, bv)| {
             (av.y, av.x, &a.role, &a.name).cmp(&(bv.y, bv.x, &b.role, &b.name))
         });
-        let truncated = kept.len() > max_elements;
-        kept.truncate(max_elements);
         let mut seen: std::collections::HashMap<String, usize> = Default::default();
         let elements = kept
             .into_iter()
@@ -270,7 +355,9 @@ impl ElementTable {
             elements,
             source: String::new(),
             capture_ms: 0,
-            truncated,
+            truncated: dropped > 0,
+            nodes_walked: 0,
+            dropped,
         }
     }
 
@@ -384,6 +471,18 @@ pub trait ElementSource: Send {
     /// Performs the accessible action named `action` on `element`.
     fn invoke(&mut self, element: &ScreenElement, action: &str) -> Result<()>;
 
+    /// Gives `element` keyboard focus (and its window, where the toolkit does that), as a
+    /// click would. An error when the element cannot take focus.
+    fn focus(&mut self, element: &ScreenElement) -> Result<()>;
+
+    /// Selects `element` in its container (a row in its table), as a click on it would.
+    fn select(&mut self, element: &ScreenElement) -> Result<()>;
+
+    /// Sets `element`'s value to `value`: the text of a text field, the number of a slider or
+    /// spin button (within its range), the option of a combo box (by its name). Returns how
+    /// (`text`, `number`, `option`); an error that says what the element takes otherwise.
+    fn set_value(&mut self, element: &ScreenElement, value: &str) -> Result<&'static str>;
+
     /// A fingerprint of the top-level windows (which are showing, which is active), for the
     /// runner to see a window open, close or take focus while it waits; `None` where the
     /// source cannot tell. Costs a few calls per application.
@@ -433,7 +532,11 @@ mod tests {
                 width: 100,
                 height: 30,
             },
-            handle: format!("{x},{y}"),
+            handle: format!("{role}{x},{y}"),
+            click: ClickVia::Pointer,
+            settable: false,
+            options: vec![],
+            name_from: NameSource::Own,
         }
     }
 
