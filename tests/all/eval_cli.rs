@@ -250,7 +250,7 @@ fn checkers_fail_when_the_agent_does_nothing() -> anyhow::Result<()> {
     // The no-op claims done at once: every failure is a claim the checker rejected.
     assert_eq!(
         s["failures"]["claimed_done_but_check_failed"],
-        7,
+        8,
         "{}",
         text(&o)
     );
