@@ -2,12 +2,85 @@
 //! image run (`<|vision_start|>`, one `<|image_pad|>` per visual token, `<|vision_end|>`).
 //!
 //! The planner's agent and grader prompts, `sightline generate` and `--show-prompt` all build
-//! their text from these functions, so a change of template (a model family's own, a Thinking
-//! variant's assistant opening) is made once. The image run is the one part that is not
-//! tokenized from text: its pads are pushed as ids ([`image_ids`]), and shown in prompts
-//! written for people as one placeholder ([`image_placeholder`]).
+//! their text from these functions, so a change of template is made once. A model family's
+//! [`Template`] says how its assistant turn opens: Qwen3-VL Instruct models answer right after
+//! `<|im_start|>assistant\n`; Thinking variants (Qwen3-VL-*-Thinking and the fine-tunes made
+//! from them) are trained with `<think>\n` after it, write their reasoning, close it with
+//! `</think>` and then answer. The image run is the one part that is not tokenized from text:
+//! its pads are pushed as ids ([`image_ids`]), and shown in prompts written for people as one
+//! placeholder ([`image_placeholder`]).
 
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::{Error, Result};
 use crate::tokenizer::SpecialTokens;
+
+/// The token that opens a Thinking variant's reasoning (one added token in Qwen3's vocabulary).
+pub const THINK_OPEN: &str = "<think>";
+
+/// The token that closes it; the answer follows.
+pub const THINK_CLOSE: &str = "</think>";
+
+/// How a model family's chat template opens the assistant's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum Template {
+    /// Qwen3-VL Instruct (`qwen3-vl`): the answer starts right after the opening.
+    #[default]
+    Instruct,
+    /// Qwen3-VL Thinking (`qwen3-vl-thinking`): the template puts `<think>\n` after the
+    /// opening; the model writes its thought, `</think>`, and then the answer.
+    Thinking,
+}
+
+impl Template {
+    /// Every template, in the order `sightline models info` lists them.
+    pub const ALL: &'static [Template] = &[Template::Instruct, Template::Thinking];
+
+    /// The name manifests use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Template::Instruct => "qwen3-vl",
+            Template::Thinking => "qwen3-vl-thinking",
+        }
+    }
+
+    /// Whether the answer starts with a thought closed by [`THINK_CLOSE`].
+    pub fn thinks(self) -> bool {
+        self == Template::Thinking
+    }
+}
+
+impl fmt::Display for Template {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Template {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        Template::ALL
+            .iter()
+            .copied()
+            .find(|t| t.name() == s.trim())
+            .ok_or_else(|| {
+                let names: Vec<&str> = Template::ALL.iter().map(|t| t.name()).collect();
+                Error::invalid_input(format!(
+                    "unknown chat template {s:?}; known: {}",
+                    names.join(", ")
+                ))
+            })
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Template {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
 
 /// Who speaks a turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,9 +117,28 @@ pub fn turn(role: Role, text: &str) -> String {
 }
 
 /// The end of the current turn and the opening of the assistant's answer: where a prompt
-/// stops for the model to continue.
+/// stops for the model to continue (an Instruct model's opening).
 pub fn answer() -> String {
     format!("{END}{}", open(Role::Assistant))
+}
+
+/// [`answer`] as `template` opens it: a Thinking variant's prompt ends inside its opened
+/// thought (`<think>\n`), as its chat template renders the generation prompt.
+pub fn answer_for(template: Template) -> String {
+    match template {
+        Template::Instruct => answer(),
+        Template::Thinking => format!("{}{THINK_OPEN}\n", answer()),
+    }
+}
+
+/// [`answer`] for a question whose answer is read at once (the grader's yes/no): a Thinking
+/// variant gets its thought already closed and empty (`<think>\n\n</think>\n\n`, the form
+/// Qwen3's templates use when thinking is off), so its next token is the answer itself.
+pub fn answer_without_thought(template: Template) -> String {
+    match template {
+        Template::Instruct => answer(),
+        Template::Thinking => format!("{}{THINK_OPEN}\n\n{THINK_CLOSE}\n\n", answer()),
+    }
 }
 
 /// An image of `n` visual tokens as text, pads spelled out (it tokenizes to
@@ -89,5 +181,23 @@ mod tests {
             turn(Role::System, "Be brief."),
             "<|im_start|>system\nBe brief.<|im_end|>\n"
         );
+    }
+
+    /// The Thinking opening is Qwen3-VL-Thinking's generation prompt (`<think>\n` after the
+    /// assistant's opening); with no thought wanted it is closed at once, as Qwen3 renders a
+    /// turn with thinking off.
+    #[test]
+    fn a_thinking_template_opens_the_answer_inside_a_thought() -> Result<()> {
+        assert_eq!(
+            answer_for("qwen3-vl-thinking".parse()?),
+            "<|im_end|>\n<|im_start|>assistant\n<think>\n"
+        );
+        assert_eq!(answer_for(Template::Instruct), answer());
+        assert_eq!(
+            answer_without_thought(Template::Thinking),
+            "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+        );
+        assert!("qwen3-vl-think".parse::<Template>().is_err());
+        Ok(())
     }
 }

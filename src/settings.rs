@@ -2,7 +2,7 @@
 //!
 //! [`ModelArgs`] is flattened into every command that loads a model (`run`, `plan`, `verify`,
 //! `generate`, `grader fit`, `bench`, `eval desktop`, `eval grounding`), so `--model`,
-//! `--device`, `--quantize`, `--max-visual-tokens` and `--threads` are spelled, defaulted and
+//! `--device`, `--quantize`, `--max-visual-tokens`, `--threads`, `--dialect` and `--template` are spelled, defaulted and
 //! checked the same way everywhere. Device, quantization and budget are parsed into typed
 //! values while the command line is parsed: a typo is a usage error before anything is
 //! resolved, downloaded or loaded. [`ModelArgs::resolve`] then turns `--model` into files
@@ -14,10 +14,12 @@ use std::str::FromStr;
 
 use candle_core::quantized::GgmlDType;
 
+use crate::chat::Template;
 use crate::error::{Error, Result};
 use crate::hub::{self, ResolvedModel};
 use crate::image::MAX_VISUAL_TOKENS;
 use crate::model::{DeviceChoice, Quantization};
+use crate::moves::Dialect;
 use crate::planner::PlannerOptions;
 use crate::ModelSource;
 
@@ -75,6 +77,15 @@ pub struct ModelArgs {
     /// Threads for the model and the image preprocessing (default: all cores).
     #[arg(long, value_parser = parse_threads)]
     pub threads: Option<usize>,
+    /// The output language the model answers in: json (Sightline's NextMove JSON),
+    /// qwen-computer-use, qwen-computer-use-action, grounding-point, grounding-answer
+    /// (default: the model manifest's, else json).
+    #[arg(long)]
+    pub dialect: Option<Dialect>,
+    /// Its chat template: qwen3-vl (Instruct) or qwen3-vl-thinking (a Thinking variant,
+    /// which thinks before it answers; default: the model manifest's, else qwen3-vl).
+    #[arg(long)]
+    pub template: Option<Template>,
 }
 
 /// `--max-visual-tokens`: 1 to [`MAX_VISUAL_TOKENS`], so 0 and absurd values are usage
@@ -148,6 +159,8 @@ impl ModelArgs {
             self.max_visual_tokens
                 .unwrap_or(resolved.visual_token_budget as usize),
         );
+        options.dialect = self.dialect.unwrap_or(resolved.dialect);
+        options.template = self.template.unwrap_or(resolved.template);
         Ok(options)
     }
 
@@ -172,6 +185,12 @@ impl ModelArgs {
         }
         if let Some(n) = self.threads {
             args.extend(["--threads".to_string(), n.to_string()]);
+        }
+        if let Some(d) = self.dialect {
+            args.extend(["--dialect".to_string(), d.to_string()]);
+        }
+        if let Some(t) = self.template {
+            args.extend(["--template".to_string(), t.to_string()]);
         }
         args
     }
@@ -261,6 +280,8 @@ mod tests {
             &["--max-visual-tokens", "0"],
             &["--threads", "0"],
             &["--threads", "many"],
+            &["--dialect", "tars"],
+            &["--template", "chatml"],
         ] {
             let err = parse(bad).err();
             assert!(
@@ -285,6 +306,10 @@ mod tests {
                 "640",
                 "--threads",
                 "3",
+                "--dialect",
+                "qwen-computer-use-action",
+                "--template",
+                "qwen3-vl-thinking",
             ],
             &["--device", "metal", "--quantize", "Q6_K"],
         ] {

@@ -82,14 +82,14 @@ fn cached_state(hub: &Hub, m: &ModelManifest, variant: &str) -> sightline::Resul
 fn list(hub: &Hub, out: &mut dyn Write) -> sightline::Result<()> {
     let _ = writeln!(
         out,
-        "{:<14} {:<24} {:<28} {:>13}  cached",
+        "{:<22} {:<42} {:<28} {:>13}  cached",
         "id", "name", "variants", "visual tokens"
     );
     for m in hub::manifests()? {
         let (cached, total) = cached_state(hub, &m, &m.default_variant)?;
         let _ = writeln!(
             out,
-            "{:<14} {:<24} {:<28} {:>13}  {}{}",
+            "{:<22} {:<42} {:<28} {:>13}  {}{}",
             m.id,
             m.name,
             m.variants().join(","),
@@ -201,7 +201,8 @@ fn remove(hub: &Hub, id: &str, dry_run: bool, out: &mut dyn Write) -> sightline:
         })?;
         match variant {
             None => {
-                for repo in [&m.gguf.repo, &m.safetensors.repo] {
+                let gguf = m.gguf.as_ref().map(|g| &g.repo);
+                for repo in gguf.into_iter().chain([&m.safetensors.repo]) {
                     removed.extend(hub.remove_repo(repo, dry_run)?);
                 }
             }
@@ -211,7 +212,7 @@ fn remove(hub: &Hub, id: &str, dry_run: bool, out: &mut dyn Write) -> sightline:
                 if is_safetensors {
                     removed.extend(hub.remove_repo(&m.safetensors.repo, dry_run)?);
                 } else if let Some(text) = files.first() {
-                    removed.push(hub.remove_files(&m.gguf.repo, &[&text.file], dry_run)?);
+                    removed.push(hub.remove_files(&text.repo, &[&text.file], dry_run)?);
                 }
             }
         }
@@ -290,10 +291,18 @@ fn info(hub: &Hub, id: &str, out: &mut dyn Write) -> sightline::Result<()> {
         ModelSpec::Manifest { manifest, variant } => {
             let m = *manifest;
             let _ = writeln!(out, "{} ({})", m.name, m.id);
-            let _ = writeln!(out, "  gguf repo         {}", m.gguf.repo);
+            let gguf = m.gguf.as_ref().map_or("none", |g| g.repo.as_str());
+            let _ = writeln!(out, "  gguf repo         {gguf}");
             let _ = writeln!(out, "  safetensors repo  {}", m.safetensors.repo);
             let _ = writeln!(out, "  default variant   {}", m.default_variant);
             let _ = writeln!(out, "  visual tokens     {}", m.visual_token_budget);
+            let _ = writeln!(
+                out,
+                "  dialect           {} ({})",
+                m.dialect,
+                m.dialect.summary()
+            );
+            let _ = writeln!(out, "  template          {}", m.template);
             let variants = match variant {
                 Some(v) => vec![v],
                 None => m.variants(),

@@ -60,7 +60,9 @@ pub struct PlanArgs {
     #[arg(long)]
     pub show_prompt: bool,
     /// Let the model write a short thought of at most N tokens before its move (a
-    /// `"thought"` key, dropped from the printed move; shown with --stats). Default 0: off.
+    /// `"thought"` key, or a Thinking template's thought before `</think>`; dropped from the
+    /// printed move, shown with --stats). Default 0: off (a Thinking template's thought is
+    /// then closed empty).
     #[arg(long, default_value_t = 0)]
     pub think_tokens: usize,
 }

@@ -7,9 +7,9 @@ use candle_core::Tensor;
 use cel_contracts::NextMove;
 use toktrie::{SimpleVob, TokenId};
 
+use super::bounds::Bounds;
 use super::grammar::Grammar;
 use super::sampler::{Sampler, Sampling};
-use super::schema::StringCaps;
 use crate::error::{BoxError, Error, Result};
 use crate::kernels::TokenPicker;
 use crate::model::VisionLanguageModel;
@@ -120,7 +120,7 @@ pub fn decode(
     // id comes back; the CPU path copies the row as before.
     let mut picker = TokenPicker::default();
     let mut logits = StepLogits::new(first_logits, env.n_vocab())?;
-    let mut strings = grammar.string_caps().map(StringTracker::new);
+    let mut bounds = Bounds::new(grammar.string_caps(), grammar.spans());
     // A grammar that knows its longest output (every move grammar) sets the budget
     // itself, so a decode never runs out before the move is complete.
     let budget = grammar.max_tokens().unwrap_or(options.budget_tokens);
@@ -143,9 +143,9 @@ pub fn decode(
     }
     stats.forced_tokens += unfed.len();
     tokens.extend_from_slice(&unfed);
-    if let Some(tr) = strings.as_mut() {
-        unfed.iter().for_each(|&t| tr.push(env.token_bytes_of(t)));
-    }
+    unfed
+        .iter()
+        .for_each(|&t| bounds.push(env.token_bytes_of(t)));
 
     // On the CPU the forward pass is synchronous and streams the weights through
     // every cache, so the mask is computed first, while the parser's tables are
@@ -165,11 +165,11 @@ pub fn decode(
             let mut mask = matcher
                 .compute_mask()
                 .map_err(|e| fail_caused("grammar mask", e.into(), &tokens))?;
-            if strings.as_ref().is_some_and(StringTracker::must_close) {
-                // The open string has used its token bound: close it, if the grammar
-                // allows that now (not inside a character or an escape).
+            if let Some(closers) = bounds.must_close(env) {
+                // The open string or span has used its token bound: close it, if the
+                // grammar allows that now (not inside a character or an escape).
                 let mut closing = mask.clone();
-                closing.and(env.string_closers());
+                closing.and(closers);
                 if closing.is_zero() {
                     // Inside a character: finish it and nothing more, so the next
                     // token can close the string.
@@ -240,10 +240,10 @@ pub fn decode(
         stats.forced_tokens += forced.len();
         tokens.extend_from_slice(&forced);
         unfed.extend_from_slice(&forced);
-        if let Some(tr) = strings.as_mut() {
-            tr.push(env.token_bytes_of(token));
-            forced.iter().for_each(|&t| tr.push(env.token_bytes_of(t)));
-        }
+        bounds.push(env.token_bytes_of(token));
+        forced
+            .iter()
+            .for_each(|&t| bounds.push(env.token_bytes_of(t)));
     }
 
     stats.tokens = tokens.len();
@@ -254,92 +254,6 @@ pub fn decode(
         text,
         stats,
     })
-}
-
-/// Follows the JSON being emitted, token by token, to bound string values by tokens
-/// ([`StringCaps`]): which string is open, whose value it is, how many tokens it took.
-#[derive(Debug)]
-struct StringTracker {
-    caps: StringCaps,
-    in_string: bool,
-    escaped: bool,
-    /// The open string is an object key or value of a key: its bound.
-    cap: usize,
-    /// Tokens that added to the open string.
-    tokens_in_string: usize,
-    /// Content of the string being read, or of the last one closed (keys are short;
-    /// longer strings are cut, they cannot match a key name anyway).
-    last_string: Vec<u8>,
-    /// Key of the value being written: the last string followed by `:`.
-    key: Option<Vec<u8>>,
-    /// Last structural byte outside strings.
-    last_structural: u8,
-}
-
-/// Longest key name [`StringTracker`] remembers.
-const KEY_MEMORY: usize = 32;
-
-impl StringTracker {
-    fn new(caps: &StringCaps) -> Self {
-        StringTracker {
-            caps: caps.clone(),
-            in_string: false,
-            escaped: false,
-            cap: usize::MAX,
-            tokens_in_string: 0,
-            last_string: Vec::new(),
-            key: None,
-            last_structural: b'{',
-        }
-    }
-
-    fn push(&mut self, bytes: &[u8]) {
-        let mut touched = self.in_string;
-        for &b in bytes {
-            if self.in_string {
-                if self.escaped {
-                    self.escaped = false;
-                } else if b == b'\\' {
-                    self.escaped = true;
-                } else if b == b'"' {
-                    self.in_string = false;
-                    self.last_structural = b'"';
-                    continue;
-                }
-                if self.last_string.len() < KEY_MEMORY {
-                    self.last_string.push(b);
-                }
-            } else {
-                match b {
-                    b'"' => {
-                        self.in_string = true;
-                        touched = true;
-                        self.tokens_in_string = 0;
-                        self.cap = if self.last_structural == b':' {
-                            self.caps.for_key(self.key.as_deref())
-                        } else {
-                            self.caps.default_tokens
-                        };
-                        self.last_string.clear();
-                    }
-                    b':' => {
-                        self.key = Some(self.last_string.clone());
-                        self.last_structural = b;
-                    }
-                    b'{' | b'}' | b'[' | b']' | b',' => self.last_structural = b,
-                    _ => {}
-                }
-            }
-        }
-        if touched && self.in_string {
-            self.tokens_in_string += 1;
-        }
-    }
-
-    /// The open string has reached its bound and no escape is pending.
-    fn must_close(&self) -> bool {
-        self.in_string && !self.escaped && self.tokens_in_string >= self.cap
-    }
 }
 
 /// A decoded move: the parsed [`NextMove`] and how it was decoded.

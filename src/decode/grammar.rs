@@ -1,11 +1,14 @@
 //! A grammar compiled against a [`TokenEnv`]: compile once per turn, then clone a
 //! fresh matcher for every decode (cheap: the lexer and its caches are shared).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use llguidance::api::TopLevelGrammar;
 use llguidance::Matcher;
+use toktrie::SimpleVob;
 
+use super::bounds::TextSpan;
 use super::schema::{MoveSpec, StringCaps};
 use super::token_env::TokenEnv;
 use crate::error::{Error, Result};
@@ -28,6 +31,7 @@ pub struct Grammar {
     env: TokenEnv,
     compile_time: Duration,
     string_caps: Option<StringCaps>,
+    spans: Vec<(TextSpan, Arc<SimpleVob>)>,
     max_tokens: Option<usize>,
 }
 
@@ -96,13 +100,41 @@ impl Grammar {
             env: env.clone(),
             compile_time: start.elapsed(),
             string_caps: None,
+            spans: Vec::new(),
             max_tokens: None,
         })
+    }
+
+    /// The bounds of an output the grammar itself does not bound: token bounds on its JSON
+    /// string values, on its free-text spans (each with the tokens that end it, from `env`),
+    /// and its longest output in tokens, the decoder's budget. For grammars compiled with
+    /// [`Grammar::from_lark`] by a caller that knows their shape (the dialect grammars).
+    pub fn with_bounds(
+        mut self,
+        string_caps: Option<StringCaps>,
+        spans: Vec<TextSpan>,
+        max_tokens: usize,
+    ) -> Self {
+        self.string_caps = string_caps;
+        self.spans = spans
+            .into_iter()
+            .map(|s| {
+                let closers = s.closers(&self.env);
+                (s, closers)
+            })
+            .collect();
+        self.max_tokens = Some(max_tokens);
+        self
     }
 
     /// Token bounds on JSON string values the decoder enforces (move grammars).
     pub fn string_caps(&self) -> Option<&StringCaps> {
         self.string_caps.as_ref()
+    }
+
+    /// Free-text spans the decoder bounds, each with the tokens that end it.
+    pub fn spans(&self) -> &[(TextSpan, Arc<SimpleVob>)] {
+        &self.spans
     }
 
     /// The most tokens any output of this grammar can take, when the grammar knows it

@@ -28,12 +28,17 @@
 //! # Ok(()) }
 //! ```
 
+mod answer;
+mod bounds;
 mod decoder;
 mod grammar;
 mod sampler;
 mod schema;
 mod token_env;
 
+pub(crate) use answer::check_special_tokens;
+pub use answer::{decode_answer, AnswerSpec, DecodedAnswer};
+pub use bounds::TextSpan;
 pub use decoder::{
     decode, decode_move, move_thought, parse_move, parse_sentence, DecodeOptions, DecodeStats,
     Decoded, DecodedMove,

@@ -62,6 +62,8 @@ pub struct TokenEnv {
     tokenizer_vocab: usize,
     closers: Arc<SimpleVob>,
     finishers: Arc<SimpleVob>,
+    /// [`TokenEnv::tokens_with_byte`]'s sets, made on first use.
+    with_byte: Arc<std::sync::Mutex<HashMap<u8, Arc<SimpleVob>>>>,
 }
 
 impl std::fmt::Debug for TokenEnv {
@@ -211,6 +213,7 @@ impl TokenEnv {
             tokenizer_vocab,
             closers: Arc::new(closers),
             finishers: Arc::new(finishers),
+            with_byte: Default::default(),
         })
     }
 
@@ -240,7 +243,7 @@ impl TokenEnv {
         self.tokenizer_vocab
     }
 
-    /// The bytes of `tokens`, special tokens left out.
+    /// The bytes of `tokens`, special tokens spelled out (`</think>`, `<tool_call>`).
     pub fn decode_bytes(&self, tokens: &[TokenId]) -> Vec<u8> {
         self.env.tok_trie().decode(tokens)
     }
@@ -258,6 +261,41 @@ impl TokenEnv {
     /// its bound by at most three tokens (see `MoveSpec::max_move_tokens`).
     pub fn character_finishers(&self) -> &SimpleVob {
         &self.finishers
+    }
+
+    /// The tokens whose bytes hold `byte`; for toktrie's special-token marker
+    /// ([`TokTrie::SPECIAL_TOKEN_MARKER`]), the special tokens (`</think>`, `<|im_end|>`, …).
+    /// The tokens that can end a free-text span of a grammar (`crate::decode::TextSpan`).
+    /// Cost: one pass over the vocabulary the first time for each byte (a few milliseconds
+    /// for Qwen's), a lookup after.
+    pub fn tokens_with_byte(&self, byte: u8) -> Arc<SimpleVob> {
+        if let Some(hit) = self
+            .with_byte
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&byte).cloned())
+        {
+            return hit;
+        }
+        let trie = self.env.tok_trie();
+        let mut set = trie.alloc_token_set();
+        for id in 0..self.n_vocab as TokenId {
+            let word = trie.token(id);
+            let special = word.len() > 1 && word[0] == TokTrie::SPECIAL_TOKEN_MARKER;
+            let holds = if byte == TokTrie::SPECIAL_TOKEN_MARKER {
+                special
+            } else {
+                !special && word.contains(&byte)
+            };
+            if holds {
+                set.allow_token(id);
+            }
+        }
+        let set = Arc::new(set);
+        if let Ok(mut cache) = self.with_byte.lock() {
+            cache.insert(byte, Arc::clone(&set));
+        }
+        set
     }
 
     /// The bytes of one token (empty for padding ids and ids out of range).

@@ -107,6 +107,8 @@ pub(super) fn resolve_local(spec: &str, path: &Path) -> Result<ResolvedModel> {
                 tokenizer,
             },
             visual_token_budget: DEFAULT_VISUAL_TOKEN_BUDGET,
+            dialect: Default::default(),
+            template: Default::default(),
         });
     }
     let config = dir.join(CONFIG_FILE);
@@ -152,5 +154,7 @@ pub(super) fn resolve_local(spec: &str, path: &Path) -> Result<ResolvedModel> {
             preprocessor_config: preprocessor.is_file().then_some(preprocessor),
         },
         visual_token_budget: DEFAULT_VISUAL_TOKEN_BUDGET,
+        dialect: Default::default(),
+        template: Default::default(),
     })
 }

@@ -8,9 +8,11 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::{CONFIG_FILE, PREPROCESSOR_FILE, SAFETENSORS_VARIANT, TOKENIZER_FILES};
+use crate::chat::Template;
 use crate::error::{Error, Result};
 use crate::hub::paths::{check_repo_id, check_revision};
 use crate::input_file::{self, InputKind};
+use crate::moves::Dialect;
 
 /// The revision used when a manifest pins none.
 const DEFAULT_REVISION: &str = "main";
@@ -32,6 +34,54 @@ const BUILTIN_MANIFESTS: &[(&str, &str)] = &[
         "models/qwen3-vl-8b.toml",
         include_str!("../../models/qwen3-vl-8b.toml"),
     ),
+    (
+        "models/qwen3-vl-2b-thinking.toml",
+        include_str!("../../models/qwen3-vl-2b-thinking.toml"),
+    ),
+    (
+        "models/qwen3-vl-4b-thinking.toml",
+        include_str!("../../models/qwen3-vl-4b-thinking.toml"),
+    ),
+    (
+        "models/qwen3-vl-8b-thinking.toml",
+        include_str!("../../models/qwen3-vl-8b-thinking.toml"),
+    ),
+    (
+        "models/gui-owl-1.5-2b.toml",
+        include_str!("../../models/gui-owl-1.5-2b.toml"),
+    ),
+    (
+        "models/gui-owl-1.5-4b.toml",
+        include_str!("../../models/gui-owl-1.5-4b.toml"),
+    ),
+    (
+        "models/gui-owl-1.5-8b.toml",
+        include_str!("../../models/gui-owl-1.5-8b.toml"),
+    ),
+    (
+        "models/gui-owl-1.5-8b-think.toml",
+        include_str!("../../models/gui-owl-1.5-8b-think.toml"),
+    ),
+    (
+        "models/ui-mopd-8b.toml",
+        include_str!("../../models/ui-mopd-8b.toml"),
+    ),
+    (
+        "models/mai-ui-2b.toml",
+        include_str!("../../models/mai-ui-2b.toml"),
+    ),
+    (
+        "models/mai-ui-8b.toml",
+        include_str!("../../models/mai-ui-8b.toml"),
+    ),
+    (
+        "models/ui-venus-1.5-2b.toml",
+        include_str!("../../models/ui-venus-1.5-2b.toml"),
+    ),
+    (
+        "models/ui-venus-1.5-8b.toml",
+        include_str!("../../models/ui-venus-1.5-8b.toml"),
+    ),
 ];
 
 /// One supported model, as `models/<id>.toml` describes it.
@@ -49,8 +99,17 @@ pub struct ModelManifest {
     pub default_variant: String,
     /// Visual tokens per screenshot.
     pub visual_token_budget: u32,
-    /// The GGUF repository.
-    pub gguf: GgufManifest,
+    /// The output language the model was trained to answer in (`json`, Sightline's own, when
+    /// absent; see [`Dialect`]).
+    #[serde(default)]
+    pub dialect: Dialect,
+    /// Its chat template: `qwen3-vl` (Instruct, the default) or `qwen3-vl-thinking`.
+    #[serde(default)]
+    pub template: Template,
+    /// The GGUF repository; absent for a model published only as safetensors (GUI-Owl-1.5's
+    /// Think variant, say).
+    #[serde(default)]
+    pub gguf: Option<GgufManifest>,
     /// The safetensors repository.
     pub safetensors: SafetensorsManifest,
     /// Where the manifest came from (`built-in models/x.toml` or the user's file); not a key.
@@ -113,10 +172,11 @@ impl ModelManifest {
                 m.id
             )));
         }
-        for (repo, revision) in [
-            (&m.gguf.repo, m.gguf.revision()),
-            (&m.safetensors.repo, m.safetensors.revision()),
-        ] {
+        let mut repos = vec![(&m.safetensors.repo, m.safetensors.revision())];
+        if let Some(gguf) = &m.gguf {
+            repos.push((&gguf.repo, gguf.revision()));
+        }
+        for (repo, revision) in repos {
             check_repo_id(repo)
                 .map_err(|e| Error::config_caused(format!("model manifest {source}"), e))?;
             check_revision(revision)
@@ -125,18 +185,22 @@ impl ModelManifest {
         if m.visual_token_budget == 0 {
             return Err(bad("visual_token_budget must be positive".into()));
         }
-        if m.gguf.quants.is_empty() {
-            return Err(bad("[gguf.quants] is empty".into()));
+        if let Some(gguf) = &m.gguf {
+            if gguf.quants.is_empty() {
+                return Err(bad("[gguf.quants] is empty".into()));
+            }
+            if !gguf.mmproj.contains_key(&gguf.default_mmproj) {
+                return Err(bad(format!(
+                    "default_mmproj {:?} is not a key of [gguf.mmproj]",
+                    gguf.default_mmproj
+                )));
+            }
         }
-        if !m.gguf.mmproj.contains_key(&m.gguf.default_mmproj) {
-            return Err(bad(format!(
-                "default_mmproj {:?} is not a key of [gguf.mmproj]",
-                m.gguf.default_mmproj
-            )));
-        }
-        if m.default_variant != SAFETENSORS_VARIANT
-            && !m.gguf.quants.contains_key(&m.default_variant)
-        {
+        let quant_default = m
+            .gguf
+            .as_ref()
+            .is_some_and(|g| g.quants.contains_key(&m.default_variant));
+        if m.default_variant != SAFETENSORS_VARIANT && !quant_default {
             return Err(bad(format!(
                 "default_variant {:?} is neither \"safetensors\" nor a key of [gguf.quants]",
                 m.default_variant
@@ -147,7 +211,11 @@ impl ModelManifest {
 
     /// The variants this manifest offers: its quants, then `safetensors`.
     pub fn variants(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.gguf.quants.keys().cloned().collect();
+        let mut v: Vec<String> = self
+            .gguf
+            .iter()
+            .flat_map(|g| g.quants.keys().cloned())
+            .collect();
         v.push(SAFETENSORS_VARIANT.into());
         v
     }
@@ -166,7 +234,7 @@ impl ModelManifest {
                 st(PREPROCESSOR_FILE),
             ]);
         }
-        let text = self.gguf.quants.get(&variant).ok_or_else(|| {
+        let unknown = || {
             Error::hub(
                 format!("{}:{variant}", self.id),
                 format!(
@@ -175,12 +243,14 @@ impl ModelManifest {
                     self.variants().join(", ")
                 ),
             )
-        })?;
+        };
+        let gguf = self.gguf.as_ref().ok_or_else(unknown)?;
+        let text = gguf.quants.get(&variant).ok_or_else(unknown)?;
         // The key was checked in from_toml.
-        let mmproj = &self.gguf.mmproj[&self.gguf.default_mmproj];
+        let mmproj = &gguf.mmproj[&gguf.default_mmproj];
         Ok(vec![
-            RemoteFile::new(&self.gguf.repo, self.gguf.revision(), text),
-            RemoteFile::new(&self.gguf.repo, self.gguf.revision(), mmproj),
+            RemoteFile::new(&gguf.repo, gguf.revision(), text),
+            RemoteFile::new(&gguf.repo, gguf.revision(), mmproj),
             st(TOKENIZER_FILES[0]),
         ])
     }
@@ -356,7 +426,11 @@ mod tests {
     #[test]
     fn builtin_manifests_parse_with_one_default_2b_q4_k_m() -> Result<()> {
         let ms = builtin_manifests()?;
-        assert_eq!(ms.len(), 3);
+        assert_eq!(ms.len(), BUILTIN_MANIFESTS.len());
+        // Each file's id is its name: `models/<id>.toml`.
+        for (m, (file, _)) in ms.iter().zip(BUILTIN_MANIFESTS) {
+            assert_eq!(*file, format!("models/{}.toml", m.id));
+        }
         let d = default_manifest()?;
         assert_eq!(d.id, "qwen3-vl-2b");
         assert_eq!(d.default_variant, "q4_k_m");

@@ -126,6 +126,10 @@ pub struct ResolvedModel {
     pub files: ModelFiles,
     /// Visual tokens per screenshot.
     pub visual_token_budget: u32,
+    /// The output language its manifest declares (`json` for a repo or a path).
+    pub dialect: crate::moves::Dialect,
+    /// The chat template its manifest declares (Instruct for a repo or a path).
+    pub template: crate::chat::Template,
 }
 
 // ─── The Hub client ─────────────────────────────────────────────────────────

@@ -54,6 +54,8 @@ impl Hub {
             source,
             files: model_files,
             visual_token_budget: m.visual_token_budget,
+            dialect: m.dialect,
+            template: m.template,
         })
     }
 
@@ -127,6 +129,8 @@ impl Hub {
             source,
             files: model_files,
             visual_token_budget: DEFAULT_VISUAL_TOKEN_BUDGET,
+            dialect: Default::default(),
+            template: Default::default(),
         })
     }
 }

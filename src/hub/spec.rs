@@ -84,7 +84,11 @@ pub fn parse_model_spec(spec: &str) -> Result<ModelSpec> {
         let repo = format!("{owner}/{repo_name}");
         // A repo a manifest describes uses the manifest's file names.
         for m in manifests()? {
-            let variant = if m.gguf.repo.eq_ignore_ascii_case(&repo) {
+            let in_gguf = m
+                .gguf
+                .as_ref()
+                .is_some_and(|g| g.repo.eq_ignore_ascii_case(&repo));
+            let variant = if in_gguf {
                 Some(variant.clone().unwrap_or_else(|| m.default_variant.clone()))
             } else if m.safetensors.repo.eq_ignore_ascii_case(&repo) {
                 Some(SAFETENSORS_VARIANT.to_string())

@@ -13,6 +13,9 @@
 //! - [`capabilities`]: the capability ids a view announces and what they switch on;
 //! - [`MoveLimits`] and the other bounds: steps, string lengths, waits, scrolls;
 //! - [`MoveLanguage`]: the move language explained to the model, from the same description;
+//! - [`Dialect`]: the output languages of model families trained on their own format (Qwen's
+//!   `computer_use` tool call, grounding points), their prompts and their translation into
+//!   moves ([`dialect`]);
 //! - [`selected_elements`]: the elements a turn shows and accepts, and [`bounds_fact`], how
 //!   the runner tells the planner where they are;
 //! - [`GraderExample`]: the record of a judged done claim that runs write and `grader fit`
@@ -20,6 +23,7 @@
 
 mod action;
 pub mod capabilities;
+pub mod dialect;
 mod elements;
 mod grader_example;
 pub mod keys;
@@ -31,6 +35,7 @@ pub use action::{ActionKind, Field, FieldKind};
 pub use capabilities::{
     Capabilities, CAPABILITY_CDP_PREFIX, CAPABILITY_NATIVE_INPUT, CAPABILITY_VISION,
 };
+pub use dialect::Dialect;
 pub use elements::{
     bounds_fact, element_bounds, is_bounds_fact, selected_elements, RelativeBox, MAX_ELEMENTS,
     MAX_ID_CHARS,

@@ -32,9 +32,9 @@ use candle_core::Tensor;
 use cel_contracts::{AttemptRecord, DoneVerdict, NextMove, PlanProducer, PlanningView};
 use tokenizers::Tokenizer;
 
-use crate::chat::{self, Role};
+use crate::chat::{self, Role, Template};
 use crate::decode::{
-    decode_move, move_thought, DecodeOptions, Grammar, GrammarEngine, GrammarOptions, MoveSpec,
+    check_special_tokens, decode_answer, AnswerSpec, DecodeOptions, GrammarOptions, MoveSpec,
     Sampling, TokenEnv,
 };
 use crate::error::{Error, Result};
@@ -42,11 +42,12 @@ use crate::image::{preprocess_bytes, PreprocessConfig};
 use crate::model::qwen3_vl::Qwen3Vl;
 use crate::model::weights::{LoadOptions, ModelSource};
 use crate::model::{EncodedImage, VisionLanguageModel};
+use crate::moves::Dialect;
 use crate::planner::cache::CachedPrompt;
 use crate::planner::clarify::clarify_question;
 use crate::planner::grader::{rejection as rejected, GraderHead, HeadMeta};
 use crate::planner::prompt::{
-    render_grader_question, system_prompt_for, PromptRenderer, TaskInput,
+    render_grader_question_for, system_prompt_in, PromptRenderer, TaskInput,
 };
 
 /// Where the model runs (it lives with the model; re-exported here for callers of the
@@ -74,6 +75,13 @@ pub struct PlannerOptions {
     pub grader_threshold: f32,
     /// A trained grader head (safetensors); default: zero-shot from the LM head.
     pub grader_head: Option<PathBuf>,
+    /// The output language the model was trained to answer in (its manifest's `dialect`).
+    /// Default: Sightline's `NextMove` JSON.
+    pub dialect: Dialect,
+    /// How its chat template opens the answer (its manifest's `template`; a Thinking
+    /// variant thinks first, at most `grammar.limits.thought_tokens` tokens). Default:
+    /// Instruct.
+    pub template: Template,
 }
 
 impl PlannerOptions {
@@ -88,6 +96,8 @@ impl PlannerOptions {
             grammar: GrammarOptions::default(),
             grader_threshold: 0.5,
             grader_head: None,
+            dialect: Dialect::Json,
+            template: Template::Instruct,
         }
     }
 
@@ -165,12 +175,12 @@ pub struct TurnStats {
     /// What the prompt clipped, summarized or left out to respect its caps and the
     /// view's token budget, one line each, and its token count (`decide_next` only).
     pub truncation: Vec<String>,
-    /// The move's `"thought"`, when thinking is on.
+    /// The thought, when the model wrote one (a Thinking variant's, the move's `"thought"`).
     pub thought: Option<String>,
 }
 
-/// A turn's stage times and counts as data, for traces and `sightline eval` (which reads them
-/// from the trace, never from log lines). Times in milliseconds.
+/// A turn's stage times and counts (and its thought) as data, for traces and `sightline eval`
+/// (which reads them from the trace, never from log lines). Times in milliseconds.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct StageTimes {
     /// Screenshot decode and preprocessing.
@@ -197,6 +207,10 @@ pub struct StageTimes {
     pub forward_passes: usize,
     /// Whether the vision tower ran.
     pub image_encoded: bool,
+    /// The model's thought (a Thinking variant's, the move's `"thought"`): never part of the
+    /// move, kept here so a trace shows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thought: Option<String>,
 }
 
 impl TurnStats {
@@ -216,6 +230,7 @@ impl TurnStats {
             forced: self.forced,
             forward_passes: self.forward_passes,
             image_encoded: self.image_encoded,
+            thought: self.thought.clone(),
         }
     }
 
@@ -307,8 +322,15 @@ impl LocalPlanner {
         }
         let mut stages = LoadStages::default();
         let env = TokenEnv::from_tokenizer(&tokenizer, model.vocab_size())?;
+        // A tokenizer without the dialect's or template's tokens fails here, at load, not on
+        // the first turn.
+        check_special_tokens(&env, options.dialect, options.template)?;
         stages.lap("token env");
-        let renderer = PromptRenderer::new(tokenizer, system_prompt_for(&options.grammar))?;
+        let renderer = PromptRenderer::new(
+            tokenizer,
+            system_prompt_in(&options.grammar, options.dialect),
+        )?
+        .with_language(options.dialect, options.template);
         let grader_setup = HeadMeta {
             model: options.source.identity(),
             hidden_size: model.hidden_size(),
@@ -316,7 +338,7 @@ impl LocalPlanner {
                 .quantize
                 .map_or_else(|| "as stored".to_string(), |q| format!("{q:?}")),
             visual_tokens: (preprocess.max_pixels / (preprocess.factor() as u64).pow(2)) as usize,
-            prompt: prompt_fingerprint(renderer.system_text()),
+            prompt: prompt_fingerprint(renderer.system_text(), renderer.template()),
         };
         let grader = match &options.grader_head {
             Some(path) => GraderHead::load(path, &grader_setup, model.device())?,
@@ -477,7 +499,7 @@ impl Engine {
             let spec = MoveSpec::new(view, &grammar_options)?;
             Ok(spec.allowed_actions().iter().map(|a| a.tag()).collect())
         };
-        let fitted = self.renderer.fit(
+        let fitted = self.renderer.dialect_turn(
             &TaskInput {
                 goal: turn.goal,
                 history: turn.history,
@@ -492,8 +514,13 @@ impl Engine {
         let t = Instant::now();
         // The grammar accepts exactly the elements the prompt shows: it is built from
         // the view as rendered.
-        let spec = MoveSpec::new(&fitted.view, &self.grammar)?;
-        let grammar = Grammar::for_move(&self.env, &spec, GrammarEngine::Lark)?;
+        let spec = AnswerSpec::new(
+            &fitted.view,
+            &self.grammar,
+            self.renderer.dialect(),
+            self.renderer.template(),
+        )?;
+        let grammar = spec.grammar(&self.env)?;
         self.last_stats.grammar += t.elapsed();
         self.last_prompt = prompt_text(
             self.renderer.system_text(),
@@ -505,14 +532,16 @@ impl Engine {
 
         let prompt = self.prompt(&system, &fitted.screen, image.as_ref(), &fitted.task);
         let logits = self.feed_prompt(&prompt, image)?;
-        let decoded = decode_move(self.model.as_mut(), &logits, &grammar, &self.decode)?;
+        let decoded = decode_answer(self.model.as_mut(), &logits, &spec, &grammar, &self.decode)?;
         let d = &decoded.decoded.stats;
         self.last_stats.generated = d.tokens;
         self.last_stats.forced = d.forced_tokens;
         self.last_stats.forward_passes += d.forward_calls;
         self.last_stats.decode = d.model_time;
         self.last_stats.grammar += d.grammar_time();
-        self.last_stats.thought = move_thought(&decoded.decoded.text);
+        // The thought (a Thinking variant's, or the JSON move's `"thought"`) is never part
+        // of the move; it is kept for --stats and traces.
+        self.last_stats.thought = decoded.thought;
         self.last_stats.total = start.elapsed();
         Ok(decoded.next_move)
     }
@@ -543,7 +572,8 @@ impl Engine {
             image_tokens,
             &no_actions,
         )?;
-        let question_text = render_grader_question(turn.goal, summary);
+        let question_text =
+            render_grader_question_for(turn.goal, summary, self.renderer.template());
         self.last_prompt = prompt_text(
             self.renderer.system_text(),
             image_tokens,
@@ -689,10 +719,10 @@ impl Engine {
 
 /// A short fingerprint of the prompt the grader's question follows: the system prompt and
 /// the question's template, so a head is refused once either changes.
-fn prompt_fingerprint(system: &str) -> String {
+fn prompt_fingerprint(system: &str, template: Template) -> String {
     let mut hasher = DefaultHasher::new();
     system.hash(&mut hasher);
-    render_grader_question("{goal}", "{summary}").hash(&mut hasher);
+    render_grader_question_for("{goal}", "{summary}", template).hash(&mut hasher);
     format!("{:016x}", hasher.finish())
 }
 

@@ -18,11 +18,14 @@ use std::fmt::Write;
 use cel_contracts::{AttemptRecord, PlanningElement, PlanningView};
 use tokenizers::Tokenizer;
 
-use crate::chat::{self, Role};
+use crate::chat::{self, Role, Template};
 use crate::decode::GrammarOptions;
 use crate::error::{Error, Result};
+use crate::moves::dialect::computer_use::{self, ToolLanguage};
+use crate::moves::dialect::grounding;
 use crate::moves::{
-    element_bounds, is_bounds_fact, selected_elements, MoveLanguage, RelativeBox, MAX_ID_CHARS,
+    element_bounds, is_bounds_fact, selected_elements, Dialect, MoveLanguage, RelativeBox,
+    MAX_ID_CHARS,
 };
 use crate::planner::history;
 use crate::tokenizer::SpecialTokens;
@@ -53,6 +56,26 @@ pub fn system_prompt_for(options: &GrammarOptions) -> String {
         coordinate_targets: options.coordinate_targets,
         limits: &options.limits,
     })
+}
+
+/// The system prompt of a planner answering in `dialect`: Sightline's own for `json`
+/// ([`system_prompt_for`]), else the one the dialect's models were trained with, rendered
+/// from the dialect's description ([`ToolLanguage::system_prompt`] for the `computer_use`
+/// tool call, MAI-UI's grounding prompt); empty for UI-Venus's point answers, which come
+/// with no system turn.
+pub fn system_prompt_in(options: &GrammarOptions, dialect: Dialect) -> String {
+    match dialect {
+        Dialect::Json => system_prompt_for(options),
+        Dialect::ComputerUse | Dialect::ComputerUseAction => ToolLanguage::new(
+            &options.actions,
+            options.coordinate_targets,
+            options.limits.max_steps,
+            dialect.has_action_line(),
+        )
+        .system_prompt(),
+        Dialect::GroundingPoint => String::new(),
+        Dialect::GroundingAnswer => grounding::ANSWER_SYSTEM_PROMPT.to_string(),
+    }
 }
 
 pub use crate::moves::MAX_ELEMENTS;
@@ -220,18 +243,42 @@ pub struct PromptRenderer {
     tokenizer: Tokenizer,
     special: SpecialTokens,
     system: String,
+    dialect: Dialect,
+    template: Template,
 }
 
 impl PromptRenderer {
     /// A renderer for `tokenizer`, which must carry the Qwen3-VL special tokens, with the
-    /// system prompt `system` (see [`system_prompt`]).
+    /// system prompt `system` (see [`system_prompt`]), for Sightline's JSON moves and an
+    /// Instruct template.
     pub fn new(tokenizer: Tokenizer, system: String) -> Result<Self> {
         let special = SpecialTokens::from_tokenizer(&tokenizer)?;
         Ok(PromptRenderer {
             tokenizer,
             special,
             system,
+            dialect: Dialect::Json,
+            template: Template::Instruct,
         })
+    }
+
+    /// The same renderer for a model answering in `dialect` (its turns are written as the
+    /// dialect's models were trained: [`PromptRenderer::dialect_turn`]) with its assistant
+    /// turn opened as `template` opens it.
+    pub fn with_language(mut self, dialect: Dialect, template: Template) -> Self {
+        self.dialect = dialect;
+        self.template = template;
+        self
+    }
+
+    /// The dialect turns are rendered for.
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    /// The template that opens the answers.
+    pub fn template(&self) -> Template {
+        self.template
     }
 
     /// The system prompt's text.
@@ -249,9 +296,76 @@ impl PromptRenderer {
         &self.tokenizer
     }
 
-    /// Run 1: the system turn.
+    /// Run 1: the system turn; none when the system prompt is empty (a dialect whose models
+    /// were trained without one).
     pub fn system(&self) -> Result<Vec<u32>> {
+        if self.system.is_empty() && self.dialect != Dialect::Json {
+            return Ok(Vec::new());
+        }
         self.encode(&chat::turn(Role::System, &self.system))
+    }
+
+    /// Runs 2 and 3 of a `decide_next` turn in the renderer's dialect: for `json`,
+    /// [`fit`](Self::fit); for the other dialects, the turn as their models were trained to
+    /// read it, which has no element list (they point with coordinates):
+    ///
+    /// - `computer_use`: the screenshot, then the instruction (the goal) and the earlier
+    ///   steps' purposes as `Step N:` lines ([`computer_use::user_text`]; the last
+    ///   [`MAX_PREVIOUS_ACTIONS`], a step that failed or was refused with its error);
+    /// - `grounding-point`: the screenshot, then UI-Venus's instruction
+    ///   ([`grounding::point_user_text`]);
+    /// - `grounding-answer`: MAI-UI's instruction, then the screenshot.
+    ///
+    /// The goal is clipped to [`MAX_GOAL_CHARS`], each step to [`MAX_FIELD_CHARS`].
+    pub fn dialect_turn(
+        &self,
+        turn: &TaskInput<'_>,
+        system_tokens: usize,
+        image_tokens: Option<usize>,
+        allowed_actions: &dyn Fn(&PlanningView) -> Result<Vec<&'static str>>,
+    ) -> Result<FittedTurn> {
+        let goal = clip_to(turn.goal.trim(), MAX_GOAL_CHARS);
+        let no_image = if image_tokens.is_none() {
+            "(No screenshot this turn.)\n"
+        } else {
+            ""
+        };
+        let (before_image, after_image) = match self.dialect {
+            Dialect::Json => {
+                return self.fit(turn, system_tokens, image_tokens, allowed_actions);
+            }
+            Dialect::ComputerUse | Dialect::ComputerUseAction => {
+                let (first, previous) = previous_actions(turn.history);
+                (
+                    String::new(),
+                    format!(
+                        "{no_image}{}",
+                        computer_use::user_text(&goal, &previous, first)
+                    ),
+                )
+            }
+            Dialect::GroundingPoint => (
+                String::new(),
+                format!("{no_image}{}", grounding::point_user_text(&goal)),
+            ),
+            Dialect::GroundingAnswer => (
+                format!("{no_image}{}", grounding::answer_user_text(&goal)),
+                String::new(),
+            ),
+        };
+        let mut screen = self.encode(&format!("{}{before_image}", chat::open(Role::User)))?;
+        if let Some(n) = image_tokens {
+            screen.extend(chat::image_ids(&self.special, n));
+        }
+        let task_text = format!("{after_image}{}", chat::answer_for(self.template));
+        Ok(FittedTurn {
+            view: turn.view.clone(),
+            screen,
+            screen_text: before_image,
+            task: self.encode(&task_text)?,
+            task_text,
+            notes: Vec::new(),
+        })
     }
 
     /// Run 2: the user turn's opening, `image_tokens` image pads (none for a text-only
@@ -377,9 +491,9 @@ impl PromptRenderer {
         Ok(ids)
     }
 
-    /// The hint follow-up's tokens ([`render_hint_question`]).
+    /// The hint follow-up's tokens ([`render_hint_question_for`] the template).
     pub fn hint_question(&self) -> Result<Vec<u32>> {
-        self.encode(&render_hint_question())
+        self.encode(&render_hint_question_for(self.template))
     }
 
     /// The ids of `words` that encode to exactly one token (the others are left out).
@@ -396,9 +510,10 @@ impl PromptRenderer {
         Ok(ids)
     }
 
-    /// Run 3 of `verify_done`: the grader question, ending where the answer word goes.
+    /// Run 3 of `verify_done`: the grader question, ending where the answer word goes
+    /// ([`render_grader_question_for`] the template).
     pub fn grader_question(&self, goal: &str, summary: &str) -> Result<Vec<u32>> {
-        self.encode(&render_grader_question(goal, summary))
+        self.encode(&render_grader_question_for(goal, summary, self.template))
     }
 
     /// The first token of each word, as the model would start its answer with it.
@@ -702,26 +817,68 @@ pub fn render_task_with(
 /// system and screen runs (so a claim judged on the screen the agent last saw reuses their
 /// cached KV) and asks for a judgement, not a move.
 pub fn render_grader_question(goal: &str, summary: &str) -> String {
+    render_grader_question_for(goal, summary, Template::Instruct)
+}
+
+/// [`render_grader_question`] for a model of `template`: a Thinking variant's thought is
+/// closed empty before the answer word ([`chat::answer_without_thought`]), since the verdict is
+/// read from the next token's logits.
+pub fn render_grader_question_for(goal: &str, summary: &str, template: Template) -> String {
     format!(
         "Goal: {}\nThe agent claims the goal is done: {}\nDo not plan a move now: judge only by \
 what the screen shows. Is the goal achieved? Answer with one word, Yes or No.{}",
         clip_to(goal.trim(), MAX_GOAL_CHARS),
         clip_to(summary.trim(), MAX_MEMORY_CHARS),
-        chat::answer()
+        chat::answer_without_thought(template)
     )
 }
 
 /// The follow-up after a rejection, asking for one hint word (the answer is read from
 /// the four hint words' logits only: a constrained one-word answer).
 pub fn render_hint_question() -> String {
+    render_hint_question_for(Template::Instruct)
+}
+
+/// [`render_hint_question`] for a model of `template` (its thought closed empty).
+pub fn render_hint_question_for(template: Template) -> String {
     format!(
         "No{}{}What should the agent do next? Answer with one word: Retry (the last action did \
 not take effect), Switch (a different kind of action is needed), Target (a different element is \
 needed) or Stop (the goal cannot be reached).{}",
         chat::END,
         chat::open(Role::User),
-        chat::answer()
+        chat::answer_without_thought(template)
     )
+}
+
+/// Most earlier steps a dialect turn lists (the `computer_use` dialects' "Previous actions").
+pub const MAX_PREVIOUS_ACTIONS: usize = 20;
+
+/// The earlier steps as a `computer_use` model reads them: each step's purpose (for moves
+/// in that dialect, its `Action:` sentence), the same purpose in a row once (a double click's
+/// two steps), a step that failed or was refused followed by its error, the last
+/// [`MAX_PREVIOUS_ACTIONS`] only; with the number of the first one listed.
+fn previous_actions(history: &[AttemptRecord]) -> (usize, Vec<String>) {
+    let mut lines: Vec<String> = Vec::new();
+    let mut last: Option<(&str, bool)> = None;
+    for record in history {
+        let key = (record.step_purpose.as_str(), record.succeeded);
+        if last == Some(key) {
+            continue;
+        }
+        last = Some(key);
+        let purpose = clip(record.step_purpose.trim());
+        lines.push(match (&record.error, record.succeeded) {
+            (Some(error), false) => format!(
+                "{purpose} (failed: {})",
+                clip_to(error.trim(), MAX_FIELD_CHARS)
+            ),
+            (None, false) => format!("{purpose} (failed)"),
+            _ => purpose,
+        });
+    }
+    let skip = lines.len().saturating_sub(MAX_PREVIOUS_ACTIONS);
+    (skip + 1, lines.split_off(skip))
 }
 
 fn quoted(text: &str) -> String {
@@ -755,8 +912,25 @@ pub(crate) fn clip_marked(text: &str, max_chars: usize) -> String {
 }
 
 /// User text must not smuggle chat-control tokens into the prompt: the tokenizer would read
-/// `<|im_end|>` in a window title as the real end of the turn. A zero-width space after the
-/// `<` keeps the text readable and breaks the match.
+/// `<|im_end|>` in a window title as the real end of the turn, and `<tool_call>` or `</think>`
+/// as the tokens a dialect's answer is made of. A zero-width space after the `<` keeps the
+/// text readable and breaks the match.
 pub(crate) fn defuse(text: &str) -> String {
-    text.replace("<|", "<\u{200b}|")
+    let mut out = text.replace("<|", "<\u{200b}|");
+    for tag in TAG_TOKENS {
+        if out.contains(tag) {
+            out = out.replace(tag, &format!("<\u{200b}{}", &tag[1..]));
+        }
+    }
+    out
 }
+
+/// Qwen3's added tokens spelled as tags rather than `<|…|>`.
+const TAG_TOKENS: [&str; 6] = [
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
+];

@@ -536,6 +536,50 @@ fn grounding_sample_is_scored_with_the_tiny_model() -> anyhow::Result<()> {
 }
 
 #[test]
+fn grounding_runs_a_grounding_model_in_its_own_dialect() -> anyhow::Result<()> {
+    let _serial = serial();
+    let work = tempfile::tempdir()?;
+    let data = root().join("evals/grounding/sample/data.jsonl");
+    let tiny = root().join("models/fixtures/tiny-a");
+    let per_record = work.path().join("records.jsonl");
+    let o = sightline(
+        &[
+            "eval",
+            "grounding",
+            data.to_str().context("path")?,
+            "--model",
+            tiny.to_str().context("path")?,
+            "--device",
+            "cpu",
+            // UI-Venus-1.5's bare point: `[x,y]` or `[-1,-1]`, nothing else.
+            "--dialect",
+            "grounding-point",
+            "--out",
+            per_record.to_str().context("path")?,
+            "--json",
+            "--limit",
+            "2",
+        ],
+        &[],
+        &root(),
+    )?;
+    ensure!(o.status.success(), "{}", text(&o));
+    assert_eq!(json_line(&o)?["overall"]["n"], 2u64);
+    for line in std::fs::read_to_string(&per_record)?.lines() {
+        let r: Value = serde_json::from_str(line)?;
+        // Every answer is a point, or the dialect's "nothing matches" (`[-1,-1]`, a fail).
+        ensure!(
+            r["point"].is_array()
+                || r["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("the move was fail")),
+            "{r}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
 fn grounding_sample_is_what_its_generator_makes() -> anyhow::Result<()> {
     let _serial = serial();
     let dir = root().join("evals/grounding/sample");

@@ -70,6 +70,28 @@ fn info_lists_repos_files_and_cache_state_without_network() -> anyhow::Result<()
 }
 
 #[test]
+fn info_names_a_gui_models_dialect_and_template() -> anyhow::Result<()> {
+    let cache = tempfile::tempdir()?;
+    let (code, out) = run(&["info", "gui-owl-1.5-8b-think"], cache.path())?;
+    assert_eq!(code, SUCCESS, "{out}");
+    for line in [
+        "gguf repo         none",
+        "safetensors repo  mPLUG/GUI-Owl-1.5-8B-Think",
+        "dialect           qwen-computer-use-action (an Action: sentence, then a computer_use tool call",
+        "template          qwen3-vl-thinking",
+    ] {
+        assert!(out.contains(line), "no {line:?} in {out}");
+    }
+    let (code, out) = run(&["info", "qwen3-vl-2b"], cache.path())?;
+    assert_eq!(code, SUCCESS, "{out}");
+    assert!(
+        out.contains("dialect           json") && out.contains("template          qwen3-vl\n"),
+        "{out}"
+    );
+    Ok(())
+}
+
+#[test]
 fn pull_offline_with_empty_cache_fails_naming_repo_and_file() -> anyhow::Result<()> {
     let cache = tempfile::tempdir()?;
     let (code, out) = run(&["pull", "qwen3-vl-8b:q8_0"], cache.path())?;

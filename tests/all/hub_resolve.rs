@@ -99,17 +99,84 @@ fn every_manifest_has_gguf_and_safetensors_repos_for_its_size() -> anyhow::Resul
         ("qwen3-vl-8b", "8B"),
     ] {
         let m = hub::find_manifest(id)?.context(id)?;
-        assert_eq!(m.gguf.repo, format!("Qwen/Qwen3-VL-{size}-Instruct-GGUF"));
+        let gguf = m.gguf.as_ref().context("gguf")?;
+        assert_eq!(gguf.repo, format!("Qwen/Qwen3-VL-{size}-Instruct-GGUF"));
         assert_eq!(m.safetensors.repo, format!("Qwen/Qwen3-VL-{size}-Instruct"));
         assert_eq!(
-            m.gguf.quants["q4_k_m"],
+            gguf.quants["q4_k_m"],
             format!("Qwen3VL-{size}-Instruct-Q4_K_M.gguf")
         );
         assert_eq!(
-            m.gguf.mmproj["f16"],
+            gguf.mmproj["f16"],
             format!("mmproj-Qwen3VL-{size}-Instruct-F16.gguf")
         );
     }
+    Ok(())
+}
+
+#[test]
+fn gui_model_manifests_declare_their_dialect_and_template() -> anyhow::Result<()> {
+    use sightline::chat::Template;
+    use sightline::moves::Dialect;
+    for (id, repo, dialect, template) in [
+        (
+            "qwen3-vl-2b",
+            "Qwen/Qwen3-VL-2B-Instruct",
+            Dialect::Json,
+            Template::Instruct,
+        ),
+        (
+            "qwen3-vl-4b-thinking",
+            "Qwen/Qwen3-VL-4B-Thinking",
+            Dialect::Json,
+            Template::Thinking,
+        ),
+        (
+            "gui-owl-1.5-2b",
+            "mPLUG/GUI-Owl-1.5-2B-Instruct",
+            Dialect::ComputerUseAction,
+            Template::Instruct,
+        ),
+        (
+            "gui-owl-1.5-8b-think",
+            "mPLUG/GUI-Owl-1.5-8B-Think",
+            Dialect::ComputerUseAction,
+            Template::Thinking,
+        ),
+        (
+            "ui-mopd-8b",
+            "UI-MOPD/Qwen3-VL-8B-Thinking-UI-MOPD-Student",
+            Dialect::ComputerUseAction,
+            Template::Thinking,
+        ),
+        (
+            "mai-ui-2b",
+            "Tongyi-MAI/MAI-UI-2B",
+            Dialect::GroundingAnswer,
+            Template::Instruct,
+        ),
+        (
+            "ui-venus-1.5-8b",
+            "inclusionAI/UI-Venus-1.5-8B",
+            Dialect::GroundingPoint,
+            Template::Instruct,
+        ),
+    ] {
+        let m = hub::find_manifest(id)?.context(id)?;
+        assert_eq!(
+            (m.safetensors.repo.as_str(), m.dialect, m.template),
+            (repo, dialect, template),
+            "{id}"
+        );
+        // Every variant it offers names its files (a safetensors-only model has no GGUF).
+        for v in m.variants() {
+            m.files_for(Some(&v))?;
+        }
+    }
+    let think = hub::find_manifest("gui-owl-1.5-8b-think")?.context("think")?;
+    assert!(think.gguf.is_none());
+    assert_eq!(think.variants(), ["safetensors"]);
+    assert!(think.files_for(Some("q4_k_m")).is_err());
     Ok(())
 }
 

@@ -37,6 +37,7 @@ mod decode_measure;
 mod decode_property;
 mod decode_rules;
 mod decode_tiny_model;
+mod dialects;
 #[cfg(feature = "desktop")]
 mod eval_cli;
 #[cfg(feature = "desktop")]

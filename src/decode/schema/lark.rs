@@ -13,6 +13,13 @@ use crate::moves::{
 impl MoveSpec {
     /// The grammar in llguidance's Lark dialect, strings bounded by tokens.
     pub fn lark(&self) -> String {
+        self.lark_from("start")
+    }
+
+    /// [`lark`](Self::lark) with the move's rule named `start` (instead of `start`), so
+    /// another grammar can put something before the move (a Thinking variant's thought).
+    /// The move's other rules keep their names.
+    pub fn lark_from(&self, start: &str) -> String {
         let l = &self.limits;
         let mut g = String::new();
         let mut kinds = Vec::new();
@@ -24,13 +31,13 @@ impl MoveSpec {
         // after the `{`: `{"thought":"…","kind":…}`.
         let open = if l.thought_tokens > 0 {
             g += &format!(
-                "start: {} sentence \",\" ({})\n",
+                "{start}: {} sentence \",\" ({})\n",
                 lit(r#"{"thought":"#),
                 kinds.join(" | ")
             );
             ""
         } else {
-            g += &format!("start: {}\n", kinds.join(" | "));
+            g += &format!("{start}: {}\n", kinds.join(" | "));
             "{"
         };
         if !self.actions.is_empty() {
@@ -228,7 +235,7 @@ impl Parts {
 
 /// `(item){0,max}` in Lark, or nothing when `max` is 0: llguidance rejects a `{0,0}`
 /// repetition ("End number in range cannot be 0"), which a one-step or one-entry limit made.
-fn up_to(item: &str, max: usize) -> String {
+pub(crate) fn up_to(item: &str, max: usize) -> String {
     if max == 0 {
         String::new()
     } else {
@@ -239,7 +246,7 @@ fn up_to(item: &str, max: usize) -> String {
 /// A regex matching exactly `s`: ASCII letters and digits as they are, every other
 /// character as a `\x{…}` escape (ids are user data: quotes, slashes, backslashes,
 /// control characters and any Unicode are all literal here, in Lark's `/…/` too).
-fn regex_literal(s: &str) -> String {
+pub(crate) fn regex_literal(s: &str) -> String {
     s.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() {
@@ -253,6 +260,6 @@ fn regex_literal(s: &str) -> String {
 
 /// `s` as a Lark string literal. Lark literals use JSON string syntax, except that
 /// a raw DEL (which serde_json leaves unescaped) is not allowed in them.
-fn lit(s: &str) -> String {
+pub(crate) fn lit(s: &str) -> String {
     json_string(s).replace('\u{7f}', "\\u007f")
 }

@@ -17,7 +17,7 @@ pub(super) const NUMBER: &str = r"-?(?:0|[1-9][0-9]{0,14})(?:\.[0-9]{1,6})?";
 pub(super) const NUMBER_MAX_BYTES: usize = 1 + 15 + 1 + 6;
 
 /// `s` as a JSON string, quotes included.
-pub(super) fn json_string(s: &str) -> String {
+pub(crate) fn json_string(s: &str) -> String {
     // Serializing a &str cannot fail.
     serde_json::to_string(s).unwrap_or_default()
 }

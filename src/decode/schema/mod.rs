@@ -44,7 +44,8 @@ use crate::error::{Error, Result};
 
 pub use budget::StringCaps;
 pub(crate) use budget::STRING_OVERSHOOT_TOKENS;
-pub(crate) use lexemes::STRING_BODY;
+pub(crate) use lark::{lit, regex_literal, up_to};
+pub(crate) use lexemes::{json_string, STRING_BODY};
 pub use options::GrammarOptions;
 
 use crate::moves::{
