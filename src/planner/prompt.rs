@@ -332,7 +332,15 @@ impl PromptRenderer {
         };
         let (before_image, after_image) = match self.dialect {
             Dialect::Json => {
-                return self.fit(turn, system_tokens, image_tokens, allowed_actions);
+                let mut fitted = self.fit(turn, system_tokens, image_tokens, allowed_actions)?;
+                // The JSON task ends with an Instruct opening; a Thinking variant's prompt
+                // goes on inside its opened thought, as its chat template renders it.
+                if self.template.thinks() {
+                    let opening = format!("{}\n", chat::THINK_OPEN);
+                    fitted.task.extend(self.encode(&opening)?);
+                    fitted.task_text.push_str(&opening);
+                }
+                return Ok(fitted);
             }
             Dialect::ComputerUse | Dialect::ComputerUseAction => {
                 let (first, previous) = previous_actions(turn.history);

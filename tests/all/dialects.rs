@@ -275,7 +275,7 @@ fn grounding_answers_become_one_click_at_the_point() -> Result<()> {
 
 /// Random-logit decodes per dialect and template (`decode_property` does the same for the
 /// JSON grammar).
-const RUNS_PER_LANGUAGE: u64 = 500;
+const RUNS_PER_LANGUAGE: u64 = 2_000;
 
 #[test]
 fn random_logits_in_every_dialect_and_template_translate_to_moves_the_view_allows() -> Result<()> {
@@ -345,9 +345,13 @@ fn random_logits_in_every_dialect_and_template_translate_to_moves_the_view_allow
 fn plan_on_the_tiny_model_answers_in_the_dialect_a_flag_chooses() -> Result<()> {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/fixtures");
     let model = fixtures.join("tiny-b");
+    // Every shipped dialect, each once with a template (a thinking one where its models think).
     for (dialect, template) in [
+        ("json", "qwen3-vl-thinking"),
+        ("qwen-computer-use", "qwen3-vl"),
         ("qwen-computer-use-action", "qwen3-vl-thinking"),
         ("grounding-point", "qwen3-vl"),
+        ("grounding-answer", "qwen3-vl"),
     ] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_sightline"))
             .args(["plan", "--model"])
@@ -380,10 +384,18 @@ fn plan_on_the_tiny_model_answers_in_the_dialect_a_flag_chooses() -> Result<()> 
         let mv: NextMove = serde_json::from_slice(&out.stdout)
             .with_context(|| format!("{dialect}: {}", String::from_utf8_lossy(&out.stdout)))?;
         match dialect {
-            "grounding-point" => ensure!(
+            "grounding-point" | "grounding-answer" => ensure!(
                 matches!(&mv, NextMove::Batch { steps, .. } if steps.len() == 1)
                     || matches!(mv, NextMove::Fail { .. }),
                 "{mv:?}"
+            ),
+            "json" => ensure!(
+                stderr.contains("<think>"),
+                "the thinking template did not open a thought: {stderr}"
+            ),
+            "qwen-computer-use" => ensure!(
+                stderr.contains("# Tools"),
+                "the prompt is not the dialect's: {stderr}"
             ),
             _ => {
                 ensure!(
