@@ -52,6 +52,7 @@
 //! action (`cdp_eval`, `navigate`, `set_value`, `ax_action`, …) is a non-recoverable step error
 //! that says why, never a silent skip.
 
+mod act;
 pub mod capture;
 pub mod coords;
 pub mod elements;
@@ -74,6 +75,7 @@ use cel_contracts::{
 };
 use serde_json::{json, Value};
 
+pub use act::ActReport;
 pub use capture::{list_monitors, Capture, MonitorInfo, ScreenCapturer};
 pub use coords::{InputPoint, ScreenGeometry};
 pub use desktop::{
@@ -148,6 +150,25 @@ struct RunState {
     pending_capture: Option<Capture>,
     /// Geometry of the last capture, for the fail-safe.
     geometry: Option<ScreenGeometry>,
+}
+
+impl RunState {
+    /// A run starting now, ending at the latest `timeout_ms` from now.
+    fn new(timeout_ms: u64) -> Self {
+        let start = Instant::now();
+        Self {
+            start,
+            deadline: start + Duration::from_millis(timeout_ms),
+            history: Vec::new(),
+            memory: json!({}),
+            steps_used: 0,
+            turns: 0,
+            failed_batches: 0,
+            runner_pointer: None,
+            pending_capture: None,
+            geometry: None,
+        }
+    }
 }
 
 /// What one turn works from: the goal, the planner, and what it observed.
@@ -237,20 +258,8 @@ impl Runner {
         planner: &dyn PlanProducer,
         observer: &mut dyn RunObserver,
     ) -> Result<RunReport> {
-        let start = Instant::now();
         let limits = self.options.limits.clone();
-        let mut state = RunState {
-            start,
-            deadline: start + Duration::from_millis(limits.timeout_ms),
-            history: Vec::new(),
-            memory: json!({}),
-            steps_used: 0,
-            turns: 0,
-            failed_batches: 0,
-            runner_pointer: None,
-            pending_capture: None,
-            geometry: None,
-        };
+        let mut state = RunState::new(limits.timeout_ms);
         // The first capture is part of setup: no display, no monitor or denied capture is an
         // error for the caller, not a run outcome.
         state.pending_capture = Some(self.desktop.capture()?);
