@@ -34,7 +34,11 @@ fn main() {
     let nvcc = find_nvcc();
     let cap = env::var("CUDA_COMPUTE_CAP").unwrap_or_else(|_| DEFAULT_COMPUTE_CAP.into());
     let cap = cap.trim().replace('.', "");
-    let out_dir = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    // Cargo sets OUT_DIR for every build script; like the failures below, its absence
+    // fails the build with a message.
+    let Some(out_dir) = env::var_os("OUT_DIR").map(PathBuf::from) else {
+        panic!("feature `cuda`: cargo did not set OUT_DIR");
+    };
     for name in CUDA_KERNELS {
         let src = format!("kernels/{name}.cu");
         println!("cargo:rerun-if-changed={src}");

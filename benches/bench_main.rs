@@ -5,6 +5,11 @@
 
 // criterion_group! generates an undocumented public function.
 #![allow(missing_docs)]
+#![allow(
+    clippy::expect_used,
+    reason = "criterion's bench functions and timed closures cannot return an error: a stage \
+              that cannot be set up or run has nothing to measure, and the panic names it"
+)]
 
 use criterion::{criterion_group, criterion_main, Criterion};
 

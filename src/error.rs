@@ -61,13 +61,17 @@ pub enum Error {
         #[source]
         source: Option<BoxError>,
     },
-    /// A tensor has the wrong shape or dtype for the configuration.
-    #[error("tensor {name}: {reason}")]
+    /// A tensor has the wrong shape or dtype for the configuration, or cannot be
+    /// converted to the type asked for.
+    #[error("tensor {name}: {}", ReasonAndCause(reason, source))]
     Tensor {
         /// The tensor's name as stored in the checkpoint.
         name: String,
         /// Expected against found.
         reason: String,
+        /// The tensor library's error, when one was behind it.
+        #[source]
+        source: Option<BoxError>,
     },
     /// The tokenizer cannot be read, or does not belong to this model.
     #[error("tokenizer: {}", ReasonAndCause(reason, source))]
@@ -107,12 +111,18 @@ pub enum Error {
     },
     /// Decoding produced text that is not a valid move. This is a bug: the grammar
     /// should have made it impossible. The text is attached.
-    #[error("decoded text is not a valid move ({reason}): {text}")]
+    #[error(
+        "decoded text is not a valid move ({}): {text}",
+        ReasonAndCause(reason, source)
+    )]
     Decode {
         /// Why it did not parse.
         reason: String,
         /// The full decoded text.
         text: String,
+        /// The grammar engine's, parser's or UTF-8 decoder's error, when one was behind it.
+        #[source]
+        source: Option<BoxError>,
     },
     /// The requested device cannot be used on this machine or build.
     #[error("device {device}: {}", ReasonAndCause(reason, source))]
@@ -167,8 +177,14 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A broken invariant: a bug in Sightline, not a problem with the caller's input or files.
-    #[error("internal error: {0}")]
-    Internal(String),
+    #[error("internal error: {}", ReasonAndCause(reason, source))]
+    Internal {
+        /// What should not have happened.
+        reason: String,
+        /// The error behind it, when there was one.
+        #[source]
+        source: Option<BoxError>,
+    },
 }
 
 /// Shorthand for results carrying [`Error`].
@@ -176,12 +192,14 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The two constructors of each `{ reason, source }` variant: `$plain(reason)` with no
 /// underlying error, `$caused(reason, source)` keeping `source` as the cause (shown after
-/// `reason`).
+/// `reason`). A variant with more fields (`Hub { model: String }`) takes them first, in
+/// the order given, each as `impl Into<its type>`.
 macro_rules! reason_constructors {
-    ($($variant:ident: $plain:ident, $caused:ident;)*) => {$(
+    ($($variant:ident $({ $($field:ident: $ty:ty),* })?: $plain:ident, $caused:ident;)*) => {$(
         #[doc = concat!("An [`Error::", stringify!($variant), "`] with no underlying error.")]
-        pub fn $plain(reason: impl Into<String>) -> Self {
+        pub fn $plain($($($field: impl Into<$ty>,)*)? reason: impl Into<String>) -> Self {
             Error::$variant {
+                $($($field: $field.into(),)*)?
                 reason: reason.into(),
                 source: None,
             }
@@ -191,11 +209,12 @@ macro_rules! reason_constructors {
             "An [`Error::", stringify!($variant),
             "`] caused by `source` (shown after `reason`, kept as the cause)."
         )]
-        pub fn $caused(reason: impl Into<String>, source: impl Into<BoxError>) -> Self {
-            Error::$variant {
-                reason: reason.into(),
-                source: Some(source.into()),
-            }
+        pub fn $caused(
+            $($($field: impl Into<$ty>,)*)?
+            reason: impl Into<String>,
+            source: impl Into<BoxError>,
+        ) -> Self {
+            Self::$plain($($($field,)*)? reason).with_source(source.into())
         }
     )*};
 }
@@ -209,61 +228,6 @@ impl Error {
         }
     }
 
-    reason_constructors! {
-        Config: config, config_caused;
-        Tokenizer: tokenizer, tokenizer_caused;
-        Image: image, image_caused;
-        Runner: runner, runner_caused;
-        InvalidInput: invalid_input, invalid_input_caused;
-        Grammar: grammar, grammar_caused;
-    }
-
-    /// An [`Error::Device`] for `device` with no underlying error.
-    pub fn device(device: impl Into<String>, reason: impl Into<String>) -> Self {
-        Error::Device {
-            device: device.into(),
-            reason: reason.into(),
-            source: None,
-        }
-    }
-
-    /// An [`Error::Device`] for `device` caused by `source` (shown after `reason`, kept as
-    /// the cause).
-    pub fn device_caused(
-        device: impl Into<String>,
-        reason: impl Into<String>,
-        source: impl Into<BoxError>,
-    ) -> Self {
-        Error::Device {
-            device: device.into(),
-            reason: reason.into(),
-            source: Some(source.into()),
-        }
-    }
-
-    /// An [`Error::Hub`] for `model` with no underlying error.
-    pub fn hub(model: impl Into<String>, reason: impl Into<String>) -> Self {
-        Error::Hub {
-            model: model.into(),
-            reason: reason.into(),
-            source: None,
-        }
-    }
-
-    /// An [`Error::Hub`] for `model` caused by `source` (shown after `reason`, kept as the
-    /// cause).
-    pub fn hub_caused(
-        model: impl Into<String>,
-        reason: impl Into<String>,
-        source: impl Into<BoxError>,
-    ) -> Self {
-        Error::Hub {
-            model: model.into(),
-            reason: reason.into(),
-            source: Some(source.into()),
-        }
-    }
-
     /// An [`Error::Process`]: `tool` could not be started.
     pub fn process(tool: impl Into<String>, source: std::io::Error) -> Self {
         Error::Process {
@@ -272,27 +236,64 @@ impl Error {
         }
     }
 
-    /// An [`Error::ModelFile`] for `path`.
-    pub fn model_file(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
-        Error::ModelFile {
-            path: path.into(),
-            reason: reason.into(),
-            source: None,
+    /// This error with `cause` kept as its source: for the variants the constructor macro
+    /// builds, all of which have one (the others have their cause in their own field).
+    fn with_source(mut self, cause: BoxError) -> Self {
+        match &mut self {
+            Error::ModelFile { source, .. }
+            | Error::Config { source, .. }
+            | Error::Tensor { source, .. }
+            | Error::Tokenizer { source, .. }
+            | Error::Image { source, .. }
+            | Error::InvalidInput { source, .. }
+            | Error::Grammar { source, .. }
+            | Error::Decode { source, .. }
+            | Error::Device { source, .. }
+            | Error::Hub { source, .. }
+            | Error::Runner { source, .. }
+            | Error::Internal { source, .. } => *source = Some(cause),
+            Error::Io { .. } | Error::Candle(_) | Error::Process { .. } => {}
+        }
+        self
+    }
+
+    reason_constructors! {
+        ModelFile { path: PathBuf }: model_file, model_file_caused;
+        Config: config, config_caused;
+        Tensor { name: String }: tensor, tensor_caused;
+        Tokenizer: tokenizer, tokenizer_caused;
+        Image: image, image_caused;
+        InvalidInput: invalid_input, invalid_input_caused;
+        Grammar: grammar, grammar_caused;
+        Decode { text: String }: decode, decode_caused;
+        Device { device: String }: device, device_caused;
+        Hub { model: String }: hub, hub_caused;
+        Runner: runner, runner_caused;
+        Internal: internal, internal_caused;
+    }
+}
+
+/// For tests that pin an error and the cause it keeps.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{Error, Result};
+
+    /// The error `result` holds, or an internal error saying that `what` succeeded.
+    pub(crate) fn failure<T>(result: Result<T>, what: &str) -> Result<Error> {
+        match result {
+            Ok(_) => Err(Error::internal(format!("{what} succeeded"))),
+            Err(err) => Ok(err),
         }
     }
 
-    /// An [`Error::ModelFile`] for `path` caused by `source` (its message is appended to
-    /// `reason` in the display, and it is the error's [`source`](std::error::Error::source)).
-    pub fn model_file_caused(
-        path: impl Into<PathBuf>,
-        reason: impl Into<String>,
-        source: impl Into<BoxError>,
-    ) -> Self {
-        Error::ModelFile {
-            path: path.into(),
-            reason: reason.into(),
-            source: Some(source.into()),
-        }
+    /// `err`'s source as an `S`, or an internal error saying what it was instead.
+    pub(crate) fn source_as<S: std::error::Error + 'static>(err: &Error) -> Result<&S> {
+        std::error::Error::source(err)
+            .and_then(|source| source.downcast_ref::<S>())
+            .ok_or_else(|| {
+                let wanted = std::any::type_name::<S>();
+                Error::internal(format!("the source of {err:?} is not a {wanted}"))
+            })
     }
 }
 
@@ -348,12 +349,24 @@ mod tests {
                 Error::hub_caused("qwen3-vl-2b", "listing the Hub repo r failed", cause()),
                 "model qwen3-vl-2b: listing the Hub repo r failed: early end",
             ),
+            (
+                Error::tensor_caused("blk.0.attn_q.weight", "quantizing to Q4K", cause()),
+                "tensor blk.0.attn_q.weight: quantizing to Q4K: early end",
+            ),
+            (
+                Error::decode_caused("{\"a", "", cause()),
+                "decoded text is not a valid move (early end): {\"a",
+            ),
+            (
+                Error::internal_caused("writing a GGUF header", cause()),
+                "internal error: writing a GGUF header: early end",
+            ),
         ];
         for (err, shown) in cases {
             assert_eq!(err.to_string(), shown);
             let source = err
                 .source()
-                .ok_or_else(|| Error::Internal(format!("{err:?} has no source")))?;
+                .ok_or_else(|| Error::internal(format!("{err:?} has no source")))?;
             assert_eq!(source.to_string(), CAUSE);
             assert!(source.downcast_ref::<std::io::Error>().is_some(), "{err:?}");
         }
@@ -393,6 +406,18 @@ mod tests {
             (
                 Error::hub("x", "empty model name"),
                 "model x: empty model name",
+            ),
+            (
+                Error::tensor("w", "expected (8, 4), found (4, 8)"),
+                "tensor w: expected (8, 4), found (4, 8)",
+            ),
+            (
+                Error::decode("{}", "no \"kind\""),
+                "decoded text is not a valid move (no \"kind\"): {}",
+            ),
+            (
+                Error::internal("a broken invariant"),
+                "internal error: a broken invariant",
             ),
         ];
         for (err, shown) in cases {

@@ -365,7 +365,7 @@ impl ChatGenerator {
             .flatten_all()?
             .to_vec1::<f32>()?;
         if row.len() != self.logits_width {
-            return Err(Error::Internal(format!(
+            return Err(Error::internal(format!(
                 "the model returned {} logits, expected {}",
                 row.len(),
                 self.logits_width
@@ -462,6 +462,6 @@ impl Generation {
             ),
         ]);
         candle_core::safetensors::save(&tensors, path)
-            .map_err(|e| Error::io(path, std::io::Error::other(e.to_string())))
+            .map_err(|e| Error::io(path, std::io::Error::other(e)))
     }
 }

@@ -75,6 +75,11 @@ impl InputKind {
     }
 }
 
+/// An open that failed: reads `cannot read: {cause}` and keeps the cause as its source.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read: {0}")]
+struct CannotRead(#[source] std::io::Error);
+
 fn refuse(path: &Path, kind: InputKind, reason: impl std::fmt::Display) -> Error {
     let source = std::io::Error::new(
         std::io::ErrorKind::InvalidInput,
@@ -95,12 +100,9 @@ pub fn open(path: &Path, kind: InputKind) -> Result<(File, u64)> {
         // once, and the file-type check below then refuses it.
         options.custom_flags(libc::O_NONBLOCK);
     }
-    let file = options.open(path).map_err(|e| {
-        Error::io(
-            path,
-            std::io::Error::new(e.kind(), format!("cannot read: {e}")),
-        )
-    })?;
+    let file = options
+        .open(path)
+        .map_err(|e| Error::io(path, std::io::Error::new(e.kind(), CannotRead(e))))?;
     let meta = file.metadata().map_err(|e| Error::io(path, e))?;
     let file_type = meta.file_type();
     if !file_type.is_file() {
@@ -228,6 +230,36 @@ mod tests {
         let f = dir.path().join("ok.json");
         std::fs::write(&f, b"{}").map_err(|e| Error::io(&f, e))?;
         assert_eq!(read_string(&f, InputKind::View)?, "{}");
+        Ok(())
+    }
+
+    /// A file that cannot be opened names it, reads `cannot read: ` and the system's
+    /// message, and keeps the system's error as the cause below the I/O error.
+    #[test]
+    fn a_missing_file_keeps_the_open_error_as_source() -> Result<()> {
+        use crate::error::testing::{failure, source_as};
+        use std::error::Error as _;
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let missing = dir.path().join("missing.json");
+        let err = failure(
+            read_bytes(&missing, InputKind::View),
+            "reading a missing file",
+        )?;
+        assert!(
+            matches!(&err, Error::Io { path, .. } if path == &missing),
+            "{err:?}"
+        );
+        let wrapper: &std::io::Error = source_as(&err)?;
+        assert_eq!(wrapper.kind(), std::io::ErrorKind::NotFound);
+        let cause = wrapper
+            .source()
+            .and_then(|c| c.downcast_ref::<std::io::Error>())
+            .ok_or_else(|| Error::internal(format!("no I/O cause below {wrapper:?}")))?;
+        assert_eq!(cause.kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(
+            err.to_string(),
+            format!("{}: cannot read: {cause}", missing.display())
+        );
         Ok(())
     }
 }

@@ -1,6 +1,8 @@
-//! One text normalization for every safety judgement on words: the planner's clarify rule and
-//! the runner's destructive-step gate read goals, labels and typed text through [`normalize`],
-//! so a spelling that looks like "Delete" to a person is "delete" to both.
+//! One text normalization for every judgement on words a person reads: the planner's clarify
+//! rule reads goals, and the runner's gate reads control labels and dialog text, through
+//! [`normalize`], so a spelling that looks like "Delete" to a person is "delete" to both.
+//! (Typed command lines are not normalized: a shell runs the bytes typed, and `rm` spelt with
+//! a Cyrillic `м` is a different, missing command.)
 //!
 //! The steps, in order:
 //! 1. Unicode NFKC: full-width letters (`Ｄｅｌｅｔｅ`), ligatures and other compatibility forms
@@ -14,8 +16,7 @@
 //! 5. Lower case (Unicode `to_lowercase`, a full case fold for the Latin letters we judge).
 //!
 //! [`words`] then splits the result into words, splitting punctuation and quotes off them
-//! (`'Delete` and `"delete"` are the word `delete`). [`affirms`] finds an affirmative phrase
-//! that no negation governs.
+//! (`'Delete` and `"delete"` are the word `delete`).
 
 use unicode_normalization::UnicodeNormalization;
 
@@ -102,9 +103,8 @@ pub fn normalize(text: &str) -> String {
     fold(text).to_lowercase()
 }
 
-/// [`normalize`] without the lower-casing, for text where case carries meaning (shell flags:
-/// `chmod -R` recurses, `-r` does not). Confusables fold to lower-case Latin letters.
-pub fn fold(text: &str) -> String {
+/// [`normalize`] without the lower-casing. Confusables fold to lower-case Latin letters.
+fn fold(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.nfkc() {
         if is_invisible(c) {
@@ -129,47 +129,6 @@ pub fn words(normalized: &str) -> Vec<&str> {
         .collect()
 }
 
-/// Words that negate what follows them within a few words ("not confirmed", "I don't
-/// confirm", "without confirmation", "never ask").
-const NEGATIONS: &[&str] = &[
-    "not", "no", "don't", "dont", "do not", "never", "without", "isn't", "isnt", "aren't",
-    "wasn't", "haven't", "hasn't", "didn't", "won't", "cannot", "can't", "nor", "neither",
-];
-
-/// How many words before a phrase a negation still governs it ("not yet fully confirmed").
-const NEGATION_REACH_WORDS: usize = 3;
-
-/// Whether a normalized text carries one of `phrases` (each a sequence of words, already
-/// normalized) affirmatively: the phrase appears as whole words, is not itself prefixed
-/// (`unconfirmed`, `nonconfirmed` are different words), and no negation stands within
-/// `NEGATION_REACH_WORDS` words before it in the same clause. Phrases that are themselves
-/// negative in form ("don't ask") are matched as given and not negated again.
-pub fn affirms(normalized: &str, phrases: &[&str]) -> bool {
-    for clause in normalized.split(['.', ';', '!', '?', '\n', ',', '(', ')']) {
-        let ws = words(clause);
-        for phrase in phrases {
-            let pw: Vec<&str> = words(phrase);
-            if pw.is_empty() || pw.len() > ws.len() {
-                continue;
-            }
-            for start in 0..=ws.len() - pw.len() {
-                if ws[start..start + pw.len()] != pw[..] {
-                    continue;
-                }
-                let from = start.saturating_sub(NEGATION_REACH_WORDS);
-                let window = &ws[from..start];
-                let negated = window.iter().enumerate().any(|(i, w)| {
-                    NEGATIONS.contains(w) || (*w == "do" && window.get(i + 1) == Some(&"not"))
-                });
-                if !negated {
-                    return true;
-                }
-            }
-        }
-    }
-    false
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,28 +151,5 @@ mod tests {
     fn words_split_quotes_and_punctuation_off() {
         let n = normalize("'Delete\" the “file”, don't!");
         assert_eq!(words(&n), vec!["delete", "the", "file", "don't"]);
-    }
-
-    #[test]
-    fn confirmation_must_be_affirmative() {
-        let phrases = ["confirmed", "i confirm", "confirm"];
-        for yes in [
-            "delete old.txt, confirmed",
-            "I confirm the deletion",
-            "delete it (confirmed)",
-        ] {
-            assert!(affirms(&normalize(yes), &phrases), "{yes}");
-        }
-        for no in [
-            "Delete old.txt (not confirmed)",
-            "delete old.txt, unconfirmed",
-            "I don't confirm",
-            "I do not confirm this",
-            "delete without confirmation",
-            "never confirmed",
-            "it is not yet confirmed",
-        ] {
-            assert!(!affirms(&normalize(no), &phrases), "{no}");
-        }
     }
 }

@@ -195,11 +195,11 @@ mod tests {
         let text = b"{ \"model\": not json";
         std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
         let err = match load_tokenizer(&path) {
-            Ok(_) => return Err(Error::Internal("a broken tokenizer.json loaded".into())),
+            Ok(_) => return Err(Error::internal("a broken tokenizer.json loaded")),
             Err(err) => err,
         };
         let parser_error = match Tokenizer::from_bytes(text) {
-            Ok(_) => return Err(Error::Internal("the text parsed".into())),
+            Ok(_) => return Err(Error::internal("the text parsed")),
             Err(e) => e.to_string(),
         };
         assert!(matches!(err, Error::Tokenizer { .. }), "{err:?}");

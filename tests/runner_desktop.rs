@@ -293,7 +293,7 @@ fn corner_failsafe_aborts_before_the_next_step() -> anyhow::Result<()> {
 }
 
 #[test]
-fn destructive_gate_refuses_typed_rm_rf_unless_the_goal_confirms() -> anyhow::Result<()> {
+fn destructive_gate_refuses_typed_rm_rf_unless_the_user_allows_it() -> anyhow::Result<()> {
     let _x = x11_lock();
     if !tools_available(TOOLS_XTERM)? {
         return Ok(());
@@ -334,7 +334,10 @@ fn destructive_gate_refuses_typed_rm_rf_unless_the_goal_confirms() -> anyhow::Re
     let GoalOutcome::Refused { summary } = &report.outcome else {
         anyhow::bail!("expected Refused, got {:?}", report.outcome);
     };
-    assert!(summary.contains("rm -rf victim"), "{summary}");
+    assert!(
+        summary.contains("victim") && summary.contains("--allow delete"),
+        "{summary}"
+    );
     let last = report.history.last().context("no history")?;
     assert!(
         !last.succeeded
@@ -346,17 +349,25 @@ fn destructive_gate_refuses_typed_rm_rf_unless_the_goal_confirms() -> anyhow::Re
     std::thread::sleep(Duration::from_millis(500));
     assert!(victim.join("data.txt").exists(), "the refused command ran");
 
+    // The goal's wording changes nothing.
     let report = run_blocking(
-        &mut runner(fast_options())?,
+        &mut runner(one_failure.clone())?,
         "delete the victim directory with rm -rf; I confirm the deletion",
         &script(),
     )?;
+    assert_eq!(report.end, EndReason::EndedOnRefusal);
+    assert!(victim.join("data.txt").exists(), "the refused command ran");
+
+    // The user's grant does.
+    let mut options = fast_options();
+    options.grants = sightline::runner::Grants::parse(["delete"])?;
+    let report = run_blocking(&mut runner(options)?, "clean up", &script())?;
     assert_eq!(report.end, EndReason::Succeeded);
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while victim.exists() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(!victim.exists(), "the confirmed command did not run");
+    assert!(!victim.exists(), "the allowed command did not run");
     Ok(())
 }
 
@@ -571,23 +582,37 @@ fn planner_terminals_unexecutable_actions_rejections_and_declines() -> anyhow::R
         matches!(&report.outcome, GoalOutcome::Refused { summary } if summary == "Which file?")
     );
 
-    // --confirm: a declined batch runs nothing and ends as Refused.
+    // --confirm asks about risky steps only: a plain click runs without a question (the
+    // prompt would decline).
     let mut options = fast_options();
     options.confirm = true;
     move_pointer(640, 400)?;
+    let planner = ScriptedPlanner::new(vec![
+        batch("click", vec![step("click the title", click("xy:100,100"))]),
+        done("clicked"),
+    ]);
+    let mut r = runner(options)?.with_prompt(Box::new(ScriptedPrompt::new([])));
+    let report = run_blocking(&mut r, "click", &planner)?;
+    assert_eq!(report.end, EndReason::Succeeded);
+    move_pointer(640, 400)?;
+
+    // A declined risky step runs nothing and ends as Declined.
+    let mut options = fast_options();
+    options.confirm = true;
     let planner = ScriptedPlanner::new(vec![batch(
-        "click",
-        vec![step("click", click("xy:100,100"))],
+        "tidy",
+        vec![step("click Delete", click("xy:100,100"))],
     )]);
     let mut r = runner(options)?.with_prompt(Box::new(ScriptedPrompt::new([false])));
     let report = run_blocking(&mut r, "click", &planner)?;
     assert_eq!(report.end, EndReason::Declined);
     assert_eq!(pointer()?, (640, 400));
 
-    // An accepted batch runs; the question names the batch and its steps.
+    // An approved risky step runs; the question shows the step and the grant that would
+    // allow it in every run.
     let (tx, rx) = std::sync::mpsc::channel();
     let planner = ScriptedPlanner::new(vec![
-        batch("click", vec![step("click", click("xy:100,100"))]),
+        batch("tidy", vec![step("click Delete", click("xy:100,100"))]),
         done("clicked"),
     ]);
     let mut options = fast_options();
@@ -597,7 +622,9 @@ fn planner_terminals_unexecutable_actions_rejections_and_declines() -> anyhow::R
     assert_eq!(report.end, EndReason::Succeeded);
     let question = rx.try_recv()?;
     assert!(
-        question.contains("\"click\"") && question.contains("click xy:100,100"),
+        question.contains("\"click Delete\"")
+            && question.contains("click xy:100,100")
+            && question.contains("--allow delete"),
         "{question}"
     );
     assert_eq!(pointer()?, (128, 80));

@@ -191,7 +191,7 @@ pub fn write_model(plan: &ModelPlan, dir: &Path, options: &GenerateOptions) -> R
     bar.finish_and_clear();
     let marker = dir.join(COMPLETE_MARKER);
     let text = serde_json::to_string_pretty(&marker_json(plan, &sizes))
-        .map_err(|e| Error::Internal(format!("marker: {e}")))?;
+        .map_err(|e| Error::internal_caused("marker", e))?;
     std::fs::write(&marker, text).map_err(|e| Error::io(&marker, e))?;
     Ok(sizes.iter().map(|(_, s)| s).sum())
 }
@@ -229,10 +229,10 @@ fn write_safetensors(
             GgmlDType::F16 => "F16",
             GgmlDType::F32 => "F32",
             other => {
-                return Err(Error::Tensor {
-                    name: t.info.name.clone(),
-                    reason: format!("{other:?} cannot be stored in safetensors"),
-                })
+                return Err(Error::tensor(
+                    t.info.name.clone(),
+                    format!("{other:?} cannot be stored in safetensors"),
+                ))
             }
         };
         header.insert(
@@ -241,7 +241,8 @@ fn write_safetensors(
         );
         offset += bytes;
     }
-    let mut json = serde_json::to_vec(&header).map_err(|e| Error::Internal(e.to_string()))?;
+    let mut json =
+        serde_json::to_vec(&header).map_err(|e| Error::internal_caused("safetensors header", e))?;
     // The data starts 8-byte aligned, as the safetensors writer pads it.
     while (json.len() + 8) % 8 != 0 {
         json.push(b' ');
@@ -318,9 +319,8 @@ fn chunk_bytes(
             .collect()),
         dtype => {
             let xs = Tensor::from_vec(values, (rows.len(), cols), &Device::Cpu)?;
-            let q = QTensor::quantize(&xs, dtype).map_err(|e| Error::Tensor {
-                name: t.info.name.clone(),
-                reason: format!("quantizing to {dtype:?}: {e}"),
+            let q = QTensor::quantize(&xs, dtype).map_err(|e| {
+                Error::tensor_caused(t.info.name.clone(), format!("quantizing to {dtype:?}"), e)
             })?;
             Ok(q.data()?.into_owned())
         }
@@ -352,7 +352,7 @@ fn for_each_chunk(
                 .into_iter()
                 .map(|h| {
                     h.join().unwrap_or_else(|_| {
-                        Err(Error::Internal(format!(
+                        Err(Error::internal(format!(
                             "generating {} panicked",
                             t.info.name
                         )))

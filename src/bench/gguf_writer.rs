@@ -48,10 +48,10 @@ pub fn ggml_type_id(dtype: GgmlDType) -> u32 {
 pub fn storage_bytes(name: &str, elements: usize, dtype: GgmlDType) -> Result<usize> {
     let block = dtype.block_size();
     if !elements.is_multiple_of(block) {
-        return Err(Error::Tensor {
-            name: name.to_string(),
-            reason: format!("{elements} values are not whole {dtype:?} blocks of {block}"),
-        });
+        return Err(Error::tensor(
+            name,
+            format!("{elements} values are not whole {dtype:?} blocks of {block}"),
+        ));
     }
     Ok(elements / block * dtype.type_size())
 }
@@ -108,7 +108,7 @@ fn value_type_id(v: &Value) -> u32 {
 }
 
 fn write_value<W: Write>(w: &mut W, key: &str, v: &Value) -> Result<()> {
-    let io = |e: std::io::Error| Error::Internal(format!("writing GGUF key {key}: {e}"));
+    let io = |e: std::io::Error| Error::internal_caused(format!("writing GGUF key {key}"), e);
     match v {
         Value::U8(x) => w.write_all(&[*x]).map_err(io)?,
         Value::I8(x) => w.write_all(&x.to_le_bytes()).map_err(io)?,
@@ -147,7 +147,7 @@ pub fn header_bytes(
     tensors: &[GgufTensorInfo],
 ) -> Result<(Vec<u8>, Vec<usize>)> {
     let mut w: Vec<u8> = Vec::new();
-    let io = |e: std::io::Error| Error::Internal(format!("writing a GGUF header: {e}"));
+    let io = |e: std::io::Error| Error::internal_caused("writing a GGUF header", e);
     w.write_all(&GGUF_MAGIC.to_le_bytes()).map_err(io)?;
     w.write_all(&GGUF_VERSION.to_le_bytes()).map_err(io)?;
     w.write_all(&(tensors.len() as u64).to_le_bytes())
@@ -221,19 +221,19 @@ impl GgufStreamWriter {
     /// (after writing the alignment padding) when this one is complete.
     pub fn write_data(&mut self, bytes: &[u8]) -> Result<()> {
         let Some(&size) = self.sizes.get(self.current) else {
-            return Err(Error::Internal(format!(
+            return Err(Error::internal(format!(
                 "{}: data written past the last tensor",
                 self.path.display()
             )));
         };
         if self.written + bytes.len() > size {
-            return Err(Error::Tensor {
-                name: self.names[self.current].clone(),
-                reason: format!(
+            return Err(Error::tensor(
+                self.names[self.current].clone(),
+                format!(
                     "{} bytes written, the header says {size}",
                     self.written + bytes.len()
                 ),
-            });
+            ));
         }
         self.out
             .write_all(bytes)
@@ -253,7 +253,7 @@ impl GgufStreamWriter {
     /// Flush and sync the file; errors when a tensor is incomplete.
     pub fn finish(mut self) -> Result<()> {
         if self.current != self.sizes.len() {
-            return Err(Error::Internal(format!(
+            return Err(Error::internal(format!(
                 "{}: tensor {} is incomplete",
                 self.path.display(),
                 self.names

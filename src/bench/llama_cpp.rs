@@ -146,8 +146,8 @@ pub fn parse_llama_bench_json(stdout: &str) -> Result<LlamaBenchOutput> {
     let start = stdout
         .find('[')
         .ok_or_else(|| bad("no JSON array in the output".into()))?;
-    let json: serde_json::Value =
-        serde_json::from_str(stdout[start..].trim()).map_err(|e| bad(e.to_string()))?;
+    let json: serde_json::Value = serde_json::from_str(stdout[start..].trim())
+        .map_err(|e| Error::invalid_input_caused("llama-bench JSON", e))?;
     let items = json.as_array().ok_or_else(|| bad("not an array".into()))?;
     let num = |v: &serde_json::Value, k: &str| -> Result<f64> {
         v.get(k)
@@ -285,7 +285,7 @@ fn run_with_timeout(mut cmd: Command, timeout: Duration) -> Result<(String, Stri
     let status = loop {
         if let Some(status) = child
             .try_wait()
-            .map_err(|e| Error::invalid_input(format!("{name}: {e}")))?
+            .map_err(|e| Error::invalid_input_caused(name.as_str(), e))?
         {
             break status;
         }

@@ -246,7 +246,7 @@ fn text_type(format: BenchFormat, role: TextRole, cfg: &Qwen3VlConfig, cols: usi
 /// The GGUF name of a checkpoint name from the shared table, or an error naming it (a
 /// name missing from the table is a bug here, not bad input).
 fn named(gguf: Option<String>, what: &str) -> Result<String> {
-    gguf.ok_or_else(|| Error::Internal(format!("no GGUF name is known for {what}")))
+    gguf.ok_or_else(|| Error::internal(format!("no GGUF name is known for {what}")))
 }
 
 /// The GGUF name of a tensor outside the blocks, from the shared table.
@@ -418,7 +418,7 @@ fn mmproj_tensors(cfg: &Qwen3VlConfig) -> Result<Vec<PlannedTensor>> {
 fn u32v(x: usize) -> Result<Value> {
     u32::try_from(x)
         .map(Value::U32)
-        .map_err(|_| Error::Internal(format!("{x} does not fit a GGUF u32")))
+        .map_err(|_| Error::internal(format!("{x} does not fit a GGUF u32")))
 }
 
 fn params_label(n: usize) -> String {

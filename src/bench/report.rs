@@ -12,7 +12,7 @@
 //! | `vision` | image size, visual tokens, preprocess and encode medians |
 //! | `prefill` / `decode` | tokens, medians, tokens/s, every sample |
 //! | `grammar` | constrained decode: per-token grammar time, ratio to a decode step, forced share (or `grammar_error`) |
-//! | `turn` | whole `decide_next` turns: first and median totals, the median turn's stages, their context length, KV cache and memory |
+//! | `turn` | whole `decide_next` turns: first and median totals, the median turn's stages, their context length, KV cache and memory; a done claim verified on the last turn's screen (shared prefix) and on a new one (generated screenshots only: `--image` repeats the same screen) |
 //! | `memory_stages` | per stage (load, vision, prefill, decode, grammar, turns): RSS at its end (anonymous and file-backed) and its peak |
 //! | `turn_memory_check` | peak RSS of the whole turns against file size + the turns' KV cache + 25% (issue 3's bound); `null` with `--no-turn` |
 //! | `peak_rss_bytes` | peak RSS of the whole run after generation |
@@ -526,6 +526,23 @@ impl BenchReport {
                 "  (median turn: {} prompt tokens fed, {} reused, {} generated, {} forced, {} forward passes)",
                 b.prefill_new, b.prefill_reused, b.generated, b.forced, b.forward_passes
             );
+            for (name, v) in [
+                ("verify (turn's screen)", &t.verify_after_turn),
+                ("verify (new screen)", &t.verify_fresh_screen),
+            ] {
+                row(
+                    &mut s,
+                    name,
+                    format!("{:.0} ms", v.total_ms),
+                    String::new(),
+                    String::new(),
+                );
+                let _ = writeln!(
+                    s,
+                    "  ({} prompt tokens fed, {} reused; vision {:.0} ms, prefill {:.0} ms)",
+                    v.prefill_new, v.prefill_reused, v.vision_ms, v.prefill_ms
+                );
+            }
         }
         if let Some(e) = &self.turn_error {
             let _ = writeln!(s, "turn: failed: {e}");

@@ -160,7 +160,7 @@ pub(crate) fn safetensors_files(
         raw,
     };
     let config = serde_json::to_vec_pretty(&config_json(cfg))
-        .map_err(|e| Error::Internal(format!("config.json for {shape}: {e}")))?;
+        .map_err(|e| Error::internal_caused(format!("config.json for {shape}"), e))?;
     Ok(vec![
         raw("config.json", config),
         raw("tokenizer.json.gz", TOKENIZER_JSON_GZ.to_vec()),

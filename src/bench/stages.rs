@@ -289,6 +289,11 @@ pub struct TurnResult {
     /// `memory.end.peak_rss_bytes` is the peak of the turns themselves (every stage of
     /// `decide_next`: preprocessing, vision encode, prefill, constrained decode).
     pub memory: StageMemory,
+    /// A done claim judged right after the last turn, on its screen: the grader's question
+    /// follows the agent's own system and screen runs, so only the question is fed.
+    pub verify_after_turn: TurnBreakdown,
+    /// The same claim on a screen the planner has not seen: vision and the whole prompt.
+    pub verify_fresh_screen: TurnBreakdown,
 }
 
 /// One turn's stages, from [`TurnStats`].
@@ -614,7 +619,7 @@ impl StageBench {
             masks.extend(s.mask_times.iter().map(|d| d.as_secs_f64() * 1e6));
             last = Some(out);
         }
-        let out = last.ok_or_else(|| Error::Internal("repeat is 0".into()))?;
+        let out = last.ok_or_else(|| Error::internal("repeat is 0"))?;
         self.memory.push(meter.finish("grammar"));
         let s = &out.decoded.stats;
         masks.sort_by(|a, b| a.total_cmp(b));
@@ -672,6 +677,24 @@ impl StageBench {
             stats.push(s);
         }
         let memory = meter.finish("turns");
+        // A done claim on the last turn's screen, then on a new one: what sharing the screen
+        // prefix with the grader saves.
+        let last = screenshot(repeat.saturating_sub(1))?;
+        let fresh = screenshot(repeat)?;
+        let claim = |png: &[u8]| {
+            planner.verify(
+                &Turn {
+                    goal: &view.goal,
+                    history: &[],
+                    shared_memory: &shared_memory,
+                    view: &view,
+                    screenshot: Some(png),
+                },
+                "The window shows the goal done.",
+            )
+        };
+        let (_, after_turn) = claim(&last)?;
+        let (_, fresh_screen) = claim(&fresh)?;
         let context_tokens = stats
             .iter()
             .map(|s| s.prefill_reused + s.prefill_new + s.generated)
@@ -689,6 +712,8 @@ impl StageBench {
             context_tokens,
             kv_cache_bytes: kv_per_position * context_tokens as u64,
             memory,
+            verify_after_turn: TurnBreakdown::from(&after_turn),
+            verify_fresh_screen: TurnBreakdown::from(&fresh_screen),
         })
     }
 }

@@ -37,12 +37,14 @@ pub struct GgufVocab {
 
 /// Build the converter's vocabulary arrays from [`TOKENIZER_JSON_GZ`], padded to `width`.
 pub fn gguf_vocab(width: usize) -> Result<GgufVocab> {
-    let bad = |reason: String| Error::tokenizer(format!("embedded tokenizer.json.gz: {reason}"));
+    const WHAT: &str = "embedded tokenizer.json.gz";
+    let bad = |reason: String| Error::tokenizer(format!("{WHAT}: {reason}"));
     let mut text = String::new();
     flate2::read::GzDecoder::new(TOKENIZER_JSON_GZ)
         .read_to_string(&mut text)
-        .map_err(|e| bad(e.to_string()))?;
-    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        .map_err(|e| Error::tokenizer_caused(WHAT, e))?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| Error::tokenizer_caused(WHAT, e))?;
     let model = &json["model"];
     let vocab = model["vocab"]
         .as_object()

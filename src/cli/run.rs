@@ -12,7 +12,7 @@ use cel_contracts::{DoneVerdict, GoalOutcome, PlanProducer, Step, StepResult};
 use sightline::exit_code;
 use sightline::planner::LocalPlanner;
 use sightline::runner::{
-    describe_action, ConfirmPrompt, EndReason, PlannerStats, ReplayPlanner, RunObserver,
+    describe_action, ConfirmPrompt, EndReason, Grants, PlannerStats, ReplayPlanner, RunObserver,
     RunOptions, RunReport, Runner, StopFlag, TerminalPrompt, XDesktop,
 };
 use sightline::settings::{ModelArgs, RunBudgetArgs};
@@ -20,8 +20,9 @@ use sightline::settings::{ModelArgs, RunBudgetArgs};
 /// Arguments of `sightline run`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
-    /// The goal, in plain words. Destructive steps (deleting, closing without saving, paying,
-    /// sending) run only when the goal confirms them ("... I confirm the deletion").
+    /// The goal, in plain words. Its wording never allows a destructive step (deleting,
+    /// overwriting, closing, sending, paying, changing the system, running unknown commands):
+    /// only `--allow` or an approval at `--confirm` does.
     pub goal: String,
     #[command(flatten)]
     pub model: ModelArgs,
@@ -34,9 +35,15 @@ pub struct RunArgs {
     /// Plan and print, execute no input.
     #[arg(long)]
     pub dry_run: bool,
-    /// Ask on the terminal before each batch.
+    /// Ask on the terminal about each step the gate refuses, showing it; yes runs that one
+    /// step.
     #[arg(long)]
     pub confirm: bool,
+    /// Allow a kind of destructive step for this run: delete, overwrite, close, send, pay,
+    /// system or shell; delete and overwrite may be limited to paths
+    /// (`--allow delete:~/tmp/**`). Repeat for several.
+    #[arg(long = "allow", value_name = "KIND[:PATHS]")]
+    pub allow: Vec<String>,
     /// Monitor index to capture and drive (default: the primary monitor).
     #[arg(long)]
     pub monitor: Option<usize>,
@@ -111,6 +118,8 @@ fn setup_and_run(
     if args.goal.trim().is_empty() {
         anyhow::bail!("the goal is empty");
     }
+    // The grants are checked first: an unknown kind is a usage error before anything opens.
+    let grants = Grants::parse(&args.allow)?;
     // A replay is read first (a local file, checked at once); then the display: without one
     // nothing else matters, and resolving a model may download gigabytes.
     let replay = match &args.replay {
@@ -153,14 +162,16 @@ fn setup_and_run(
         max_failures: args.budget.max_failures,
         dry_run: args.dry_run,
         confirm: args.confirm,
+        grants,
         trace_dir: args.trace.clone(),
         use_elements: !args.no_elements,
         planner_label: label,
         ..RunOptions::default()
     };
+    let allowed: Vec<String> = options.grants.iter().map(|g| g.to_string()).collect();
     let _ = writeln!(
         out,
-        "monitor {} ({}), planner {}{}",
+        "monitor {} ({}), planner {}{}{}",
         desktop.monitor().index,
         desktop.monitor().name,
         options.planner_label,
@@ -168,6 +179,11 @@ fn setup_and_run(
             ", dry run: no input"
         } else {
             ""
+        },
+        if allowed.is_empty() {
+            String::new()
+        } else {
+            format!(", allowed: {}", allowed.join(" "))
         }
     );
     let mut runner = Runner::new(Box::new(desktop), options)

@@ -10,7 +10,7 @@ use toktrie::{SimpleVob, TokenId};
 use super::grammar::Grammar;
 use super::sampler::{Sampler, Sampling};
 use super::schema::StringCaps;
-use crate::error::{Error, Result};
+use crate::error::{BoxError, Error, Result};
 use crate::kernels::TokenPicker;
 use crate::model::VisionLanguageModel;
 
@@ -125,9 +125,12 @@ pub fn decode(
     // itself, so a decode never runs out before the move is complete.
     let budget = grammar.max_tokens().unwrap_or(options.budget_tokens);
 
-    let fail = |reason: String, tokens: &[TokenId]| Error::Decode {
-        reason,
-        text: String::from_utf8_lossy(&env.decode_bytes(tokens)).into_owned(),
+    let text_of =
+        |tokens: &[TokenId]| String::from_utf8_lossy(&env.decode_bytes(tokens)).into_owned();
+    let fail = |reason: String, tokens: &[TokenId]| Error::decode(text_of(tokens), reason);
+    // A failure with the grammar engine's (or decoder's) error kept as the cause.
+    let fail_caused = |reason: &str, cause: BoxError, tokens: &[TokenId]| {
+        Error::decode_caused(text_of(tokens), reason, cause)
     };
 
     // Tokens emitted but not yet fed: the grammar's opening run, then each sampled
@@ -161,7 +164,7 @@ pub fn decode(
             let t = Instant::now();
             let mut mask = matcher
                 .compute_mask()
-                .map_err(|e| fail(format!("grammar mask: {e}"), &tokens))?;
+                .map_err(|e| fail_caused("grammar mask", e.into(), &tokens))?;
             if strings.as_ref().is_some_and(StringTracker::must_close) {
                 // The open string has used its token bound: close it, if the grammar
                 // allows that now (not inside a character or an escape).
@@ -222,7 +225,7 @@ pub fn decode(
         let t = Instant::now();
         matcher
             .consume_token(token)
-            .map_err(|e| fail(format!("grammar commit: {e}"), &tokens))?;
+            .map_err(|e| fail_caused("grammar commit", e.into(), &tokens))?;
         if token == eos {
             stats.commit_time += t.elapsed();
             break;
@@ -245,7 +248,7 @@ pub fn decode(
 
     stats.tokens = tokens.len();
     let text = String::from_utf8(env.decode_bytes(&tokens))
-        .map_err(|e| fail(format!("output is not UTF-8: {e}"), &tokens))?;
+        .map_err(|e| fail_caused("output is not UTF-8", e.into(), &tokens))?;
     Ok(Decoded {
         tokens,
         text,
@@ -366,10 +369,8 @@ pub fn decode_move(
 /// `"thought"` key (see [`MoveLimits::thought_tokens`](super::MoveLimits)) is
 /// dropped: it is the model's note to itself, not part of the move.
 pub fn parse_move(text: &str) -> Result<NextMove> {
-    let failed = |e: serde_json::Error| Error::Decode {
-        reason: e.to_string(),
-        text: text.to_string(),
-    };
+    // The parser's message is the reason: kept as the cause, shown alone.
+    let failed = |e: serde_json::Error| Error::decode_caused(text, "", e);
     let mut value: serde_json::Value = serde_json::from_str(text).map_err(failed)?;
     if let Some(object) = value.as_object_mut() {
         object.remove("thought");
@@ -385,10 +386,7 @@ pub fn move_thought(text: &str) -> Option<String> {
 
 /// Read the output of a [`Grammar::sentence`] decode (a JSON string) as text.
 pub fn parse_sentence(text: &str) -> Result<String> {
-    serde_json::from_str(text).map_err(|e| Error::Decode {
-        reason: e.to_string(),
-        text: text.to_string(),
-    })
+    serde_json::from_str(text).map_err(|e| Error::decode_caused(text, "", e))
 }
 
 /// The logits of the current step, kept where the model produced them. A host copy
@@ -450,9 +448,37 @@ fn choose(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use anyhow::Context as _;
     use candle_core::Device;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
+    use std::error::Error as _;
+
+    /// Text that is not a move is an [`Error::Decode`] carrying the text, reading as the
+    /// parser's message did, with serde_json's error kept as its source.
+    #[test]
+    fn a_move_that_does_not_parse_keeps_the_parsers_error_as_source() -> anyhow::Result<()> {
+        for text in [r#"{"kind":"#, r#"{"kind":"teleport"}"#] {
+            let err = match parse_move(text) {
+                Ok(mv) => anyhow::bail!("{text} parsed as {mv:?}"),
+                Err(err) => err,
+            };
+            anyhow::ensure!(
+                matches!(&err, Error::Decode { text: t, .. } if t == text),
+                "{err:?}"
+            );
+            let source = err.source().context("no source")?;
+            anyhow::ensure!(
+                source.downcast_ref::<serde_json::Error>().is_some(),
+                "{source:?}"
+            );
+            anyhow::ensure!(
+                err.to_string() == format!("decoded text is not a valid move ({source}): {text}"),
+                "{err}"
+            );
+        }
+        Ok(())
+    }
 
     /// The device route (`TokenPicker`, here on its CPU backend, as a GPU model would
     /// take it) and the host route (`Sampler::sample`) choose the same greedy tokens.

@@ -205,6 +205,9 @@ fn run_agent(
     if session.bus_address().is_none() {
         cmd.arg("--no-elements");
     }
+    for grant in &task.allow {
+        cmd.arg("--allow").arg(session.placeholders().apply(grant));
+    }
     let budget = RunBudgetArgs {
         max_steps: max_steps.max(1),
         timeout: timeout_s.max(1),
@@ -383,30 +386,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn planner_stats_are_read_from_the_trace() {
-        let view = serde_json::to_value(crate::view::empty_view("g")).expect("a view serializes");
+    fn planner_stats_are_read_from_the_trace() -> crate::error::Result<()> {
+        let json = |e| crate::error::Error::internal_caused("a trace record", e);
+        let view = serde_json::to_value(crate::view::empty_view("g")).map_err(json)?;
         let stats = |pre: f64, total: f64| {
             serde_json::to_value(StageTimes {
                 preprocess_ms: pre,
                 total_ms: total,
                 ..StageTimes::default()
             })
-            .expect("stats serialize")
         };
         let turns: Vec<TurnRecord> = [
             serde_json::json!({ "turn": 1, "started_ms": 0, "view": view, "decide_ms": 3,
-                                "decide_stats": stats(1.5, 11.0) }),
+                                "decide_stats": stats(1.5, 11.0).map_err(json)? }),
             serde_json::json!({ "turn": 2, "started_ms": 5, "view": view, "decide_ms": 3,
-                                "decide_stats": stats(0.5, 1.0), "verify_stats": stats(0.0, 0.5) }),
+                                "decide_stats": stats(0.5, 1.0).map_err(json)?,
+                                "verify_stats": stats(0.0, 0.5).map_err(json)? }),
         ]
         .into_iter()
-        .map(|v| serde_json::from_value(v).expect("a turn record"))
-        .collect();
-        let p = planner_stages_from_trace(&turns).expect("three calls");
+        .map(serde_json::from_value)
+        .collect::<std::result::Result<_, _>>()
+        .map_err(json)?;
+        let p = planner_stages_from_trace(&turns)
+            .ok_or_else(|| crate::error::Error::internal("three calls traced, none read"))?;
         assert_eq!(p.calls, 3);
         assert_eq!(p.preprocess_ms, 2.0);
         assert_eq!(p.total_ms, 12.5);
         assert!(planner_stages_from_trace(&turns[..0]).is_none());
+        Ok(())
     }
     use crate::runner::Budget;
 

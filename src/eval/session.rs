@@ -604,13 +604,13 @@ mod tests {
     fn a_program_that_will_not_start_keeps_the_spawn_error() -> Result<()> {
         let missing = "/nonexistent/sightline-test-no-such-program";
         let err = match GroupChild::spawn(Command::new(missing), "the test program") {
-            Ok(_) => return Err(Error::Internal(format!("{missing} started"))),
+            Ok(_) => return Err(Error::internal(format!("{missing} started"))),
             Err(err) => err,
         };
         let source = err
             .source()
             .and_then(|s| s.downcast_ref::<std::io::Error>())
-            .ok_or_else(|| Error::Internal(format!("no I/O source: {err:?}")))?;
+            .ok_or_else(|| Error::internal(format!("no I/O source: {err:?}")))?;
         assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
         assert!(matches!(err, Error::Runner { .. }), "{err:?}");
         assert_eq!(

@@ -10,6 +10,8 @@
 //! screen = [1280, 800]            # optional, the virtual screen's size
 //! accessibility = true            # optional: false runs it without a session bus (and so
 //!                                 # without accessibility elements)
+//! allow = ["close"]               # optional: `run --allow` grants the task needs (placeholders
+//!                                 # filled: "delete:{tmp}/**")
 //!
 //! [budget]                        # optional
 //! max_steps = 5
@@ -75,6 +77,9 @@ pub struct Task {
     pub setup: Vec<SetupCommand>,
     /// Extra environment for setup and check commands.
     pub env: BTreeMap<String, String>,
+    /// Grants the agent runs with (`sightline run --allow`), for a task whose solution is
+    /// destructive by design; placeholders are filled before use.
+    pub allow: Vec<String>,
     /// The checker.
     pub check: Checker,
     /// The oracle replay file.
@@ -162,6 +167,8 @@ struct RawTask {
     setup: Vec<SetupCommand>,
     #[serde(default)]
     env: BTreeMap<String, String>,
+    #[serde(default)]
+    allow: Vec<String>,
     check: Checker,
     #[serde(default)]
     oracle: Option<PathBuf>,
@@ -226,6 +233,9 @@ impl Task {
                 return Err(bad(format!("setup {}: wait_window_s must be > 0", i + 1)));
             }
         }
+        for grant in &raw.allow {
+            check_grant(grant).map_err(|why| bad(format!("allow {grant:?}: {why}")))?;
+        }
         let dir = path.parent().unwrap_or(Path::new("."));
         let oracle = match raw.oracle {
             Some(p) => dir.join(p),
@@ -241,9 +251,30 @@ impl Task {
             budget,
             setup: raw.setup,
             env: raw.env,
+            allow: raw.allow,
             check: raw.check,
             oracle,
         })
+    }
+}
+
+/// Checks a task's grant: its kind is one `run --allow` knows (the scope is checked by the run,
+/// once the placeholders are filled).
+fn check_grant(grant: &str) -> std::result::Result<(), String> {
+    let kind = grant.split(':').next().unwrap_or_default();
+    #[cfg(feature = "desktop")]
+    {
+        kind.parse::<crate::runner::safety::GrantKind>()
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+    #[cfg(not(feature = "desktop"))]
+    {
+        if kind.trim().is_empty() {
+            Err("the kind is empty".to_string())
+        } else {
+            Ok(())
+        }
     }
 }
 

@@ -39,7 +39,7 @@ impl Hub {
         _: &str,
         cached: Option<Vec<String>>,
     ) -> Result<Vec<String>> {
-        cached.ok_or_else(|| Error::Internal("listing without the download feature".into()))
+        cached.ok_or_else(|| Error::internal("listing without the download feature"))
     }
 
     #[cfg(feature = "download")]

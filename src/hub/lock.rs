@@ -70,10 +70,10 @@ mod tests {
         drop(first);
         assert!(rx
             .recv()
-            .map_err(|e| crate::Error::Internal(e.to_string()))?);
+            .map_err(|e| crate::Error::internal_caused("the waiter's answer", e))?);
         waiter
             .join()
-            .map_err(|_| crate::Error::Internal("waiter panicked".into()))?;
+            .map_err(|_| crate::Error::internal("waiter panicked"))?;
         Ok(())
     }
 }

@@ -339,13 +339,13 @@ mod tests {
     #[test]
     fn a_manifest_that_is_not_toml_keeps_the_parsers_error() -> Result<()> {
         let err = match ModelManifest::from_toml("id = [", "broken.toml") {
-            Ok(_) => return Err(Error::Internal("a broken manifest parsed".into())),
+            Ok(_) => return Err(Error::internal("a broken manifest parsed")),
             Err(err) => err,
         };
         let source = err
             .source()
             .and_then(|s| s.downcast_ref::<toml::de::Error>())
-            .ok_or_else(|| Error::Internal(format!("no TOML source: {err:?}")))?;
+            .ok_or_else(|| Error::internal(format!("no TOML source: {err:?}")))?;
         assert_eq!(
             err.to_string(),
             format!("model config: model manifest broken.toml: {source}")

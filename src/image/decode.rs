@@ -139,7 +139,7 @@ pub fn to_rgb(image: &DynamicImage) -> Result<Cow<'_, RgbImage>> {
     }
     RgbImage::from_raw(width, height, out)
         .map(Cow::Owned)
-        .ok_or_else(|| Error::Internal("RGB buffer size mismatch".into()))
+        .ok_or_else(|| Error::internal("RGB buffer size mismatch"))
 }
 
 /// Pillow loads 16-bit PNG colour channels by keeping the most significant byte.
@@ -194,17 +194,17 @@ mod tests {
         png.extend_from_slice(&[0, 0, 0, 13, b'I', b'H', b'D', b'R']);
         png.extend_from_slice(b"not a header at all, and no CRC");
         let err = match decode(&png, &InputLimits::default()) {
-            Ok(_) => return Err(Error::Internal("a corrupt PNG decoded".into())),
+            Ok(_) => return Err(Error::internal("a corrupt PNG decoded")),
             Err(err) => err,
         };
         let Error::Image { reason, .. } = &err else {
-            return Err(Error::Internal(format!(
+            return Err(Error::internal(format!(
                 "expected an image error, got {err}"
             )));
         };
         let source = err
             .source()
-            .ok_or_else(|| Error::Internal(format!("no source: {err}")))?;
+            .ok_or_else(|| Error::internal(format!("no source: {err}")))?;
         assert_eq!(err.to_string(), format!("image: {reason}: {source}"));
         assert!(
             source.downcast_ref::<ImageError>().is_some()

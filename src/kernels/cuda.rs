@@ -53,13 +53,13 @@ impl CudaPicker {
         let n = logits.elem_count() as u32;
         let (storage, layout) = logits.storage_and_layout();
         let Storage::Cuda(storage) = &*storage else {
-            return Err(Error::Internal(
-                "masked pick: logits are not on the CUDA device".into(),
+            return Err(Error::internal(
+                "masked pick: logits are not on the CUDA device",
             ));
         };
         let (start, end) = layout
             .contiguous_offsets()
-            .ok_or_else(|| Error::Internal("masked pick: logits are not contiguous".into()))?;
+            .ok_or_else(|| Error::internal("masked pick: logits are not contiguous"))?;
         let row = storage.as_cuda_slice::<f32>()?.slice(start..end);
 
         // Words past the mask are disallowed; never read more than was uploaded.

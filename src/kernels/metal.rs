@@ -89,8 +89,8 @@ impl MetalPicker {
         {
             let (storage, layout) = logits.storage_and_layout();
             let Storage::Metal(storage) = &*storage else {
-                return Err(Error::Internal(
-                    "masked pick: logits are not on the Metal device".into(),
+                return Err(Error::internal(
+                    "masked pick: logits are not on the Metal device",
                 ));
             };
             let offset_bytes = layout.start_offset() * WORD_BYTES;

@@ -88,18 +88,18 @@ mod tests {
     #[test]
     fn an_unavailable_device_keeps_candles_error_as_source() -> Result<()> {
         let candle_message = match Device::new_metal(0) {
-            Ok(_) => return Err(Error::Internal("a Metal device opened".into())),
+            Ok(_) => return Err(Error::internal("a Metal device opened")),
             Err(e) => e.to_string(),
         };
         let err = match DeviceChoice::Metal.resolve() {
-            Ok(_) => return Err(Error::Internal("a Metal device resolved".into())),
+            Ok(_) => return Err(Error::internal("a Metal device resolved")),
             Err(err) => err,
         };
         assert!(matches!(&err, Error::Device { device, .. } if device == "metal"));
         assert_eq!(err.to_string(), format!("device metal: {candle_message}"));
         let source = err
             .source()
-            .ok_or_else(|| Error::Internal(format!("no source: {err}")))?;
+            .ok_or_else(|| Error::internal(format!("no source: {err}")))?;
         assert!(source.downcast_ref::<candle_core::Error>().is_some());
         Ok(())
     }

@@ -8,10 +8,10 @@
 //! with a size cap, so a forged file is an [`Error::ModelFile`] naming it, before candle
 //! sees it.
 
-use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::io::{BufReader, ErrorKind, Read, Seek, SeekFrom};
 use std::path::Path;
 
-use crate::error::{Error, Result};
+use crate::error::{BoxError, Error, Result};
 use crate::input_file::{self, InputKind};
 
 /// Most elements one GGUF metadata array may hold. Qwen's vocabulary arrays hold ~152k.
@@ -42,11 +42,22 @@ impl<R: Read + Seek> Header<R> {
         Error::model_file(&self.path, reason.into())
     }
 
+    /// Fill `buf`; where the file ends first, `truncated` is the reason, and any read
+    /// error is kept as the cause.
+    fn read_exact(&mut self, buf: &mut [u8], truncated: &str) -> Result<()> {
+        self.reader.read_exact(buf).map_err(|e| {
+            let reason = if e.kind() == ErrorKind::UnexpectedEof {
+                truncated
+            } else {
+                "reading the GGUF header"
+            };
+            Error::model_file_caused(&self.path, reason, e)
+        })
+    }
+
     fn bytes<const N: usize>(&mut self) -> Result<[u8; N]> {
         let mut buf = [0u8; N];
-        self.reader
-            .read_exact(&mut buf)
-            .map_err(|_| self.bad("GGUF header is truncated"))?;
+        self.read_exact(&mut buf, "GGUF header is truncated")?;
         Ok(buf)
     }
 
@@ -106,9 +117,7 @@ impl<R: Read + Seek> Header<R> {
             return Err(self.bad("GGUF string runs past the end of the file"));
         }
         let mut buf = vec![0u8; usize::try_from(n).unwrap_or(0)];
-        self.reader
-            .read_exact(&mut buf)
-            .map_err(|_| self.bad("GGUF header is truncated"))?;
+        self.read_exact(&mut buf, "GGUF header is truncated")?;
         Ok(String::from_utf8_lossy(&buf).into_owned())
     }
 
@@ -199,11 +208,9 @@ pub fn check_gguf(path: &Path) -> Result<()> {
         wide: true,
         array_elements: 0,
     };
-    if &h
-        .bytes::<4>()
-        .map_err(|_| h.bad("not a GGUF file (too short)"))?
-        != b"GGUF"
-    {
+    let mut magic = [0u8; 4];
+    h.read_exact(&mut magic, "not a GGUF file (too short)")?;
+    if &magic != b"GGUF" {
         return Err(h.bad("not a GGUF file (bad magic)"));
     }
     let version = h.u32()?;
@@ -307,9 +314,10 @@ fn check_ranges(
 pub fn check_safetensors(path: &Path) -> Result<()> {
     let (mut file, file_len) = input_file::open(path, InputKind::ModelWeights)?;
     let bad = |reason: String| Error::model_file(path, reason);
+    let caused = |reason: &str, e: BoxError| Error::model_file_caused(path, reason, e);
     let mut len_bytes = [0u8; 8];
     file.read_exact(&mut len_bytes)
-        .map_err(|_| bad("not a safetensors file (too short)".into()))?;
+        .map_err(|e| caused("not a safetensors file (too short)", e.into()))?;
     let header_len = u64::from_le_bytes(len_bytes);
     if header_len > MAX_SAFETENSORS_HEADER_BYTES || header_len > file_len.saturating_sub(8) {
         return Err(bad(format!(
@@ -319,9 +327,9 @@ pub fn check_safetensors(path: &Path) -> Result<()> {
     }
     let mut header = vec![0u8; usize::try_from(header_len).unwrap_or(0)];
     file.read_exact(&mut header)
-        .map_err(|_| bad("safetensors header is truncated".into()))?;
+        .map_err(|e| caused("safetensors header is truncated", e.into()))?;
     let json: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&header)
-        .map_err(|e| bad(format!("safetensors header is not a JSON object: {e}")))?;
+        .map_err(|e| caused("safetensors header is not a JSON object", e.into()))?;
     let data_len = file_len - 8 - header_len;
     let mut ranges = Vec::new();
     for (name, info) in &json {
@@ -365,4 +373,63 @@ pub fn check_safetensors(path: &Path) -> Result<()> {
         ranges.push((offsets[0], expected, name.clone()));
     }
     check_ranges(path, &mut ranges, data_len, "safetensors")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::testing::{failure, source_as};
+
+    /// `bytes` written to a file `name` in a new temporary directory (removed when the
+    /// returned handle drops).
+    fn written(name: &str, bytes: &[u8]) -> Result<(tempfile::TempDir, std::path::PathBuf)> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("a temporary directory", e))?;
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).map_err(|e| Error::io(&path, e))?;
+        Ok((dir, path))
+    }
+
+    /// A GGUF file that ends inside its header names the file, says so, and keeps the
+    /// reader's end-of-file error as its source.
+    #[test]
+    fn a_truncated_gguf_header_keeps_the_read_error_as_source() -> Result<()> {
+        // The magic, then half of the version.
+        let (_dir, path) = written("cut.gguf", b"GGUF\x03\x00")?;
+        let err = failure(check_gguf(&path), "checking a truncated GGUF header")?;
+        assert!(
+            matches!(&err, Error::ModelFile { reason, .. } if reason == "GGUF header is truncated"),
+            "{err:?}"
+        );
+        let eof: &std::io::Error = source_as(&err)?;
+        assert_eq!(eof.kind(), ErrorKind::UnexpectedEof);
+        let shown = format!(
+            "model file {}: GGUF header is truncated: {eof}",
+            path.display()
+        );
+        assert_eq!(err.to_string(), shown);
+        Ok(())
+    }
+
+    /// A safetensors header that is not JSON reads as before (reason, then the parser's
+    /// message) and keeps serde_json's error as its source.
+    #[test]
+    fn a_safetensors_header_that_is_not_json_keeps_the_parsers_error_as_source() -> Result<()> {
+        let header = b"{\"a\": [";
+        let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+        bytes.extend_from_slice(header);
+        let (_dir, path) = written("model.safetensors", &bytes)?;
+        let err = failure(
+            check_safetensors(&path),
+            "checking a header that is not JSON",
+        )?;
+        let parser: &serde_json::Error = source_as(&err)?;
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "model file {}: safetensors header is not a JSON object: {parser}",
+                path.display()
+            )
+        );
+        Ok(())
+    }
 }

@@ -87,7 +87,7 @@ impl KvCache {
         let entry = self
             .layers
             .get_mut(layer)
-            .ok_or_else(|| Error::Internal(format!("KV cache has no layer {layer}")))?;
+            .ok_or_else(|| Error::internal(format!("KV cache has no layer {layer}")))?;
         let grow = |old: Option<&Tensor>,
                     dtype: DType,
                     device: &Device,
@@ -126,9 +126,7 @@ impl KvCache {
             entry.buffers = Some((kb, vb));
         }
         let Some((kb, vb)) = &entry.buffers else {
-            return Err(Error::Internal(
-                "KV cache buffer missing after growth".into(),
-            ));
+            return Err(Error::internal("KV cache buffer missing after growth"));
         };
         kb.slice_set(&k.contiguous()?, 2, len)?;
         vb.slice_set(&v.contiguous()?, 2, len)?;

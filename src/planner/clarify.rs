@@ -1,31 +1,27 @@
-//! The clarify rule: goals the planner refuses to act on without asking first.
+//! The clarify rule: a courtesy question before any model runs, when the goal's object
+//! cannot be resolved — a bare pronoun ("delete it", "open that", "send them") with nothing
+//! focused or selected in the view to refer to. The question names the act when the goal
+//! orders one of [`DESTRUCTIVE_VERBS`] ("Which item should I delete?").
 //!
-//! Two rules, checked before any model runs (so they cost nothing and cannot be talked out
-//! of by a small model):
-//!
-//! 1. **Destructive without confirmation.** The goal orders a destructive act — one of
-//!    [`DESTRUCTIVE_VERBS`] used as a command (at the start of the goal or of a clause, or
-//!    after "please", "kindly", "could you", "to", "and", "then"…), or one of the destructive
-//!    phrasings ("empty the trash", "move … to the trash", "factory reset", "drop … database")
-//!    — and its text carries none of [`CONFIRMATIONS`] affirmatively. "Delete old.txt" asks;
-//!    "Delete old.txt, I confirm" acts; "Delete old.txt (not confirmed)" and "…, unconfirmed"
-//!    ask (see [`crate::text_norm::affirms`]).
-//! 2. **Unresolved referent.** The goal's object is a bare pronoun ("delete it", "open
-//!    that", "send them") and the view has no focused or selected element it could mean.
+//! Permission is not asked here. A destructive goal ("Delete old.txt", "Wire 2000 euros",
+//! "Lösche den Ordner") goes on to the planner, and the runner's gate lets each destructive
+//! step run only under a grant the user gave outside the goal (`--allow`), or an approval of
+//! that step (`--confirm`); its refusal names the exact grant, which is the better question
+//! ("deleting ~/old.txt needs the user's permission (--allow delete:~/old.txt)"). So nothing
+//! in a goal's wording — "I confirm", "confirmed", "without asking" — changes what the rule
+//! or the gate decides, and a goal that cannot be worded past a list of verbs needs no such
+//! list. (The rule used to refuse destructive goals without "I confirm"; "confirm before any
+//! deletion" then counted as a confirmation.)
 //!
 //! The goal is read through [`crate::text_norm::normalize`] first (NFKC, look-alike letters
-//! folded, invisible characters dropped, lower case), the same step the runner's gate uses, so
-//! "Dеlete" with a Cyrillic `е` or a full-width "Ｄｅｌｅｔｅ" is "delete".
-//!
-//! Judgement calls, chosen and tested: a destructive word used as a name is not an order
-//! ("open the Delete dialog help page", "read the Send button's tooltip" act normally);
-//! "that"/"this" followed by a noun is a determiner, not a pronoun ("click that button").
-//! The rule is a seatbelt for honest goals, not a sandbox: a goal can always be worded so no
-//! list of verbs matches it, which is why the runner gates each step as well.
+//! folded, invisible characters dropped, lower case). Judgement calls, chosen and tested:
+//! "that"/"this" followed by a noun is a determiner, not a pronoun ("click that button");
+//! "what is this?" asks about the screen and acts on nothing. Pronouns are recognised in
+//! English only.
 
 use cel_contracts::PlanningView;
 
-use crate::text_norm::{affirms, normalize};
+use crate::text_norm::normalize;
 
 /// Verbs that order a destructive or irreversible act.
 pub const DESTRUCTIVE_VERBS: [&str; 25] = [
@@ -54,18 +50,6 @@ pub const DESTRUCTIVE_VERBS: [&str; 25] = [
     "unlink",
     "rmdir",
     "factory-reset",
-];
-
-/// Phrases that count as the user's explicit confirmation, when affirmative (not negated).
-pub const CONFIRMATIONS: [&str; 8] = [
-    "i confirm",
-    "confirmed",
-    "i am sure",
-    "i'm sure",
-    "without asking",
-    "no need to ask",
-    "don't ask",
-    "do not ask",
 ];
 
 /// Words after which a destructive verb is a command, not a name ("to" is handled apart):
@@ -112,25 +96,22 @@ const NOT_ACTIONS: [&str; 9] = [
 /// Pronouns that need something on screen to refer to.
 const PRONOUNS: [&str; 6] = ["it", "that", "this", "them", "those", "these"];
 
-/// The question to ask instead of acting, or `None` when the goal can be attempted.
+/// The question to ask instead of acting, or `None` when the goal can be attempted: only
+/// when its object is a bare pronoun and the view has nothing focused or selected.
 pub fn clarify_question(goal: &str, view: &PlanningView) -> Option<String> {
     let normalized = normalize(goal);
     let words = tokens(&normalized);
-    let destructive = destructive_command(&words);
-    let confirmed = affirms(&normalized, &CONFIRMATIONS) || starts_with_yes(&words);
-    let dangling = dangling_pronoun(&words) && !view_has_referent(view);
-    match (destructive, confirmed, dangling) {
-        (Some(verb), false, true) => Some(format!(
-            "Which item should I {verb}? Nothing on screen is selected. Please name it and confirm that I should {verb} it."
-        )),
-        (Some(verb), false, false) => Some(format!(
-            "This would {verb} something, which may not be undoable. Please confirm (for example, add \"I confirm\" to the goal) and I will go ahead."
-        )),
-        (_, _, true) => Some(
-            "What does the goal refer to? Nothing on screen is selected or focused; please name the item.".to_string(),
-        ),
-        _ => None,
+    if !dangling_pronoun(&words) || view_has_referent(view) {
+        return None;
     }
+    Some(match destructive_command(&words) {
+        Some(verb) => {
+            format!("Which item should I {verb}? Nothing on screen is selected; please name it.")
+        }
+        None => "What does the goal refer to? Nothing on screen is selected or focused; \
+                 please name the item."
+            .to_string(),
+    })
 }
 
 /// A word, or a clause boundary (`,` `;` `.` `:` `!` `?`) as its own token.
@@ -170,11 +151,6 @@ fn push_word<'a>(out: &mut Vec<Token<'a>>, word: &'a str) {
     if !word.is_empty() {
         out.push(Token::Word(word));
     }
-}
-
-/// "Yes, delete …" / "yes delete …": an explicit yes opening the goal.
-fn starts_with_yes(words: &[Token<'_>]) -> bool {
-    matches!(words.first(), Some(Token::Word("yes")))
 }
 
 /// Whether the word at `i` is in command position: first in the goal or a clause, after an
@@ -289,67 +265,36 @@ mod tests {
     }
 
     #[test]
-    fn goals_that_must_ask_first() {
+    fn goals_whose_object_is_a_bare_pronoun_ask_first() {
         for goal in [
-            "Delete old.txt",
-            "delete the file old.txt from the desktop",
-            "Open Mail and send the draft to Bob",
-            "please pay the invoice",
-            "Go to the shop, then buy the red shoes",
-            "Transfer 100 EUR to Alice",
-            "Empty the form and submit the order",
-            "Uninstall Firefox",
-            "Overwrite report.docx with the new version",
             "Delete it",
             "open that",
             "Move it to the trash",
             "rename this",
-            "Delete old.txt (not confirmed)",
-            "Delete old.txt, unconfirmed",
-            "Delete old.txt, I don't confirm",
-            "Delete old.txt without confirmation",
-            "Could you delete old.txt",
-            "Can you delete old.txt?",
-            "Kindly delete old.txt",
-            "Would you please delete old.txt",
-            "rm -rf my home folder",
-            "Empty the trash",
-            "Move all my files to the trash",
-            "Destroy the backups",
-            "Shred secret.pdf",
-            "Trash the old photos",
-            "Reformat the USB drive",
-            "Factory reset the phone",
-            "Drop the production database",
-            "D\u{0435}lete old.txt",
-            "\u{FF24}\u{FF45}\u{FF4C}\u{FF45}\u{FF54}\u{FF45} old.txt",
-            "De\u{200B}lete old.txt",
-            "'Delete' old.txt",
+            "Send them to Bob",
+            "Delete it, I confirm",
+            "D\u{0435}lete it",
         ] {
             assert!(clarify_question(goal, &view(false)).is_some(), "{goal}");
         }
     }
 
     #[test]
-    fn goals_that_must_not_ask() {
+    fn destructive_goals_go_on_to_the_planner_whatever_their_wording() {
+        // Permission is the gate's business, by grant; the goal's wording asks nothing here.
         for goal in [
-            "Open the Delete dialog help page",
-            "Read the Send button's tooltip",
-            "Open Settings and turn on dark mode",
-            "Click that button",
-            "Type hello into the search box",
+            "Delete old.txt",
             "Delete old.txt, I confirm",
-            "Send the draft to Bob without asking",
-            "Yes, delete the temporary files",
-            "Check whether the payment went through",
-            "Find out how to remove a user",
-            "Scroll down to the Format menu",
+            "Clean up ~/tmp, but confirm before any deletion",
+            "Get rid of all the files in Downloads",
+            "Wire 2000 euros to this IBAN",
+            "Lösche alle Dateien im Ordner Downloads",
+            "Supprime le dossier Documents",
+            "删除下载文件夹中的所有文件",
+            "Open the Delete dialog help page",
+            "Click that button",
             "What is this?",
-            "Open the Delete Files help page",
-            "Read the price of the first item",
-            "type echo hello",
-            "Don't delete anything; open the Downloads folder",
-            "Delete old.txt (confirmed)",
+            "Scroll down to the Format menu",
         ] {
             assert_eq!(clarify_question(goal, &view(false)), None, "{goal}");
         }
@@ -358,14 +303,12 @@ mod tests {
     #[test]
     fn a_selected_element_resolves_the_pronoun() {
         assert_eq!(clarify_question("Open it", &view(true)), None);
-        // Still destructive without confirmation, even with a referent.
-        assert!(clarify_question("Delete it", &view(true)).is_some());
-        assert_eq!(clarify_question("Delete it, I confirm", &view(true)), None);
+        assert_eq!(clarify_question("Delete it", &view(true)), None);
     }
 
     #[test]
     fn the_question_names_the_act() {
-        let q = clarify_question("Send the report to Bob", &view(false)).unwrap_or_default();
+        let q = clarify_question("Send it to Bob", &view(false)).unwrap_or_default();
         assert!(q.contains("send"), "{q}");
     }
 }

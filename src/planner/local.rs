@@ -400,7 +400,7 @@ fn lock(engine: &Mutex<Engine>) -> Result<std::sync::MutexGuard<'_, Engine>> {
     // refuses to go on rather than plan from a corrupt prefix.
     engine
         .lock()
-        .map_err(|_| Error::Internal("an earlier turn panicked; reload the planner".into()))
+        .map_err(|_| Error::internal("an earlier turn panicked; reload the planner"))
 }
 
 fn run_decide(engine: &Mutex<Engine>, turn: &Turn<'_>) -> Result<(NextMove, TurnStats)> {
@@ -633,7 +633,7 @@ impl Engine {
         image: Option<(u64, EncodedImage)>,
     ) -> Result<Tensor> {
         if prompt.is_empty() {
-            return Err(Error::Internal("an empty prompt".into()));
+            return Err(Error::internal("an empty prompt"));
         }
         let cached = if self.model.cache_len() >= self.cached.len() {
             self.cached.common_prefix(prompt)

@@ -62,7 +62,7 @@ impl Runner {
             ));
         }
         let start = Instant::now();
-        let mut state = RunState::new(self.options.limits.timeout_ms);
+        let mut state = RunState::new(self.options.limits.timeout_ms, self.options.grants.clone());
         state.pending_capture = Some(self.desktop.capture()?);
         state.turns = 1;
         let given = GivenMove(Mutex::new(Some(next_move)));

@@ -165,10 +165,11 @@ impl ScreenCapturer {
     pub fn capture(&mut self) -> Result<Capture> {
         let image = self.monitor.capture_image().map_err(|e| {
             if on_wayland() {
-                Error::runner(format!(
-                    "screen capture denied or unavailable (Wayland screencast portal): {e}; \
-                     allow screen sharing when the portal asks, or run in an X11 session"
-                ))
+                Error::runner_caused(
+                    "screen capture denied or unavailable (Wayland screencast portal; allow \
+                     screen sharing when the portal asks, or run in an X11 session)",
+                    e,
+                )
             } else {
                 Error::runner_caused(
                     format!(

@@ -1,5 +1,6 @@
-//! Running a batch: each step through the safety gate, then executed with the input device,
-//! with retries, pauses and the between-step checks.
+//! Running a batch: each step through the safety gate (and, when it refuses, the approval
+//! callback or the `--confirm` prompt), then executed with the input device, with retries,
+//! pauses and the between-step checks.
 
 use std::time::Duration;
 
@@ -18,8 +19,8 @@ impl Runner {
         purpose: &str,
         steps: &[Step],
     ) -> TurnEnd {
+        // The goal is not read here: the gate judges steps, never the goal's wording.
         let TurnInput {
-            goal,
             view,
             geometry,
             elements,
@@ -41,37 +42,6 @@ impl Runner {
             state.steps_used += 1;
             return TurnEnd::Continue;
         }
-        if self.options.confirm && !self.options.dry_run {
-            let question = format!(
-                "Run batch \"{purpose}\" ({} step{}: {})?",
-                steps.len(),
-                if steps.len() == 1 { "" } else { "s" },
-                steps
-                    .iter()
-                    .map(|s| describe_action(&s.action))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            );
-            match self.prompt.confirm(&question) {
-                Ok(true) => {}
-                Ok(false) => {
-                    return TurnEnd::Finish(
-                        GoalOutcome::Refused {
-                            summary: format!(
-                                "the user declined the batch \"{purpose}\" at the confirm prompt"
-                            ),
-                        },
-                        EndReason::Declined,
-                    )
-                }
-                Err(e) => {
-                    let report =
-                        failure(purpose, "confirm the batch", &state.history, e.to_string());
-                    return TurnEnd::Finish(GoalOutcome::Failed(report), EndReason::StepFailed);
-                }
-            }
-        }
-
         let mut any_input = false;
         // How long the application may take to react to this batch (the most any step needs).
         let mut settle_kind = SettleKind::Edit;
@@ -85,41 +55,66 @@ impl Runner {
             }
             let seen = self.seen_targets(&step.action, elements, &geometry);
             let seen_of = |id: &str| seen.iter().find(|f| f.0 == id).map(|f| f.1.clone());
-            if let Some(refusal) =
-                safety::check_batch_step(goal, purpose, steps, index, view, &seen_of)
-            {
-                observer.on_refusal(step, &refusal.message);
-                let result = StepResult::Err {
-                    message: refusal.message.clone(),
-                    recoverable: false,
-                };
-                record.steps.push(trace::StepRecord {
-                    index,
-                    attempt: 1,
-                    purpose: step.purpose.clone(),
-                    action: step.action.clone(),
-                    result,
-                    duration_ms: 0,
-                    dry_run: self.options.dry_run,
-                    refused: Some(refusal.message.clone()),
-                });
-                state.history.push(AttemptRecord {
-                    step_purpose: step.purpose.clone(),
-                    action: step.action.clone(),
-                    succeeded: false,
-                    error: Some(refusal.message.clone()),
-                    data: json!({ "refused": refusal.kind, "trigger": refusal.trigger }),
-                    next_action_hint: None,
-                });
-                return self.end_failed_batch(
-                    state,
-                    record,
-                    any_input.then_some(settle_kind),
-                    BatchFailure::Refused {
-                        message: refusal.message,
-                    },
-                );
+            let ctx = safety::GateContext {
+                view,
+                batch_purpose: purpose,
+                seen: &seen_of,
+                host: &safety::LocalHost,
+            };
+            let checked = state.gate.check(step, index, &ctx);
+            if let Some(refusal) = checked.refusal().cloned() {
+                let asked = self.approval_asked();
+                match self.approve(&refusal) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        let message = refusal.to_string();
+                        observer.on_refusal(step, &message);
+                        record.steps.push(trace::StepRecord {
+                            index,
+                            attempt: 1,
+                            purpose: step.purpose.clone(),
+                            action: step.action.clone(),
+                            result: StepResult::Err {
+                                message: message.clone(),
+                                recoverable: false,
+                            },
+                            duration_ms: 0,
+                            dry_run: self.options.dry_run,
+                            refused: Some(message.clone()),
+                        });
+                        state.history.push(AttemptRecord {
+                            step_purpose: step.purpose.clone(),
+                            action: step.action.clone(),
+                            succeeded: false,
+                            error: Some(message.clone()),
+                            data: json!({
+                                "refused": refusal.kinds(),
+                                "allow": refusal.allow_flags(),
+                            }),
+                            next_action_hint: None,
+                        });
+                        // The user said no to this very step: the run ends there.
+                        if asked {
+                            return TurnEnd::Finish(
+                                GoalOutcome::Refused { summary: message },
+                                EndReason::Declined,
+                            );
+                        }
+                        return self.end_failed_batch(
+                            state,
+                            record,
+                            any_input.then_some(settle_kind),
+                            BatchFailure::Refused { message },
+                        );
+                    }
+                    Err(e) => {
+                        let report =
+                            failure(purpose, "approve the step", &state.history, e.to_string());
+                        return TurnEnd::Finish(GoalOutcome::Failed(report), EndReason::StepFailed);
+                    }
+                }
             }
+            state.gate.commit(checked);
             state.steps_used += 1;
             let role = seen.first().map(|(_, facts)| facts.role.as_str());
             settle_kind = settle_kind.max(settle::settle_kind(&step.action, role));
@@ -225,6 +220,27 @@ impl Runner {
             self.settle_after(state, record, settle_kind);
         }
         TurnEnd::Continue
+    }
+
+    /// Whether a refused step is put to someone: the approval callback, or the `--confirm`
+    /// prompt (never in a dry run, which executes nothing).
+    fn approval_asked(&self) -> bool {
+        !self.options.dry_run && (self.approver.is_some() || self.options.confirm)
+    }
+
+    /// Asks the approval callback, else (under `--confirm`) the prompt, whether a refused
+    /// step may run this once.
+    fn approve(&mut self, refusal: &safety::Refusal) -> Result<bool> {
+        if self.options.dry_run {
+            return Ok(false);
+        }
+        if let Some(approver) = self.approver.as_mut() {
+            return approver.approve(refusal);
+        }
+        if self.options.confirm {
+            return self.prompt.confirm(&safety::question(refusal));
+        }
+        Ok(false)
     }
 
     /// A batch ended on a failed or refused step: the steps before it stay done, the screen
@@ -607,43 +623,6 @@ fn scroll_notches(v: i32) -> i32 {
     } else {
         let n = (v as f64 / f64::from(SCROLL_PIXELS_PER_NOTCH)).round() as i32;
         n.clamp(-MAX_SCROLL_NOTCHES, MAX_SCROLL_NOTCHES)
-    }
-}
-
-/// The wire name of an action (`click`, `cdp_eval`, …).
-pub fn action_type(action: &PlannedAction) -> String {
-    serde_json::to_value(action)
-        .ok()
-        .and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_string))
-        .unwrap_or_else(|| "unknown".into())
-}
-
-/// A one-line description of an action for prompts and logs.
-pub fn describe_action(action: &PlannedAction) -> String {
-    match action {
-        PlannedAction::Click { target_id, .. } => format!("click {target_id}"),
-        PlannedAction::Type {
-            target_id: Some(t),
-            text,
-        } => format!("type {text:?} into {t}"),
-        PlannedAction::Type { text, .. } => format!("type {text:?}"),
-        PlannedAction::Key { key } => format!("key {key}"),
-        PlannedAction::KeyCombo { keys } => format!("key_combo {}", keys.join("+")),
-        PlannedAction::Scroll { dx, dy } => format!("scroll dx={dx} dy={dy}"),
-        PlannedAction::Drag {
-            from_target_id,
-            to_target_id,
-        } => format!("drag {from_target_id} -> {to_target_id}"),
-        PlannedAction::Select {
-            from_x,
-            from_y,
-            to_x,
-            to_y,
-        } => format!("select ({from_x},{from_y}) -> ({to_x},{to_y})"),
-        PlannedAction::Wait { ms } => format!("wait {ms} ms"),
-        PlannedAction::Extract { goal, .. } => format!("extract {goal:?}"),
-        PlannedAction::Batch { actions } => format!("batch of {}", actions.len()),
-        other => action_type(other),
     }
 }
 

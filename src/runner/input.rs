@@ -266,11 +266,14 @@ impl EnigoInput {
                 .map(str::to_string)
                 .or_else(|| std::env::var("DISPLAY").ok())
                 .unwrap_or_else(|| "(unset)".into());
-            Error::runner(format!(
-                "input backend unavailable: {e} (X11 display {display}; Sightline synthesizes \
-                 input with XTest on X11, on macOS it needs the Accessibility permission, and \
-                 a pure Wayland session without XWayland is not supported)"
-            ))
+            Error::runner_caused(
+                format!(
+                    "input backend unavailable (X11 display {display}; Sightline synthesizes \
+                     input with XTest on X11, on macOS it needs the Accessibility permission, \
+                     and a pure Wayland session without XWayland is not supported)"
+                ),
+                e,
+            )
         })?;
         Ok(Self { enigo })
     }

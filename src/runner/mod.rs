@@ -8,15 +8,20 @@
 //! a model, a [`ReplayPlanner`] or a hosted planner are the same to it.
 //!
 //! Safety lives here, not only in the prompt (ARCHITECTURE.md, decision 9): budgets from
-//! [`RunLimits`](cel_contracts::RunLimits), `dry_run`, `confirm` (a [`ConfirmPrompt`] per batch), the top-left-corner
-//! fail-safe and the Ctrl-C [`StopFlag`] (both checked between steps), and the destructive-step
-//! gate ([`safety`]). The gate applies in a dry run too, so a dry run shows what a real run
-//! would refuse.
+//! [`RunLimits`](cel_contracts::RunLimits), `dry_run`, the top-left-corner fail-safe and the
+//! Ctrl-C [`StopFlag`] (both checked between steps), and the destructive-step gate
+//! ([`safety::Gate`]), which lets a step run only when the run's [`safety::Grants`]
+//! (`RunOptions::grants`, `--allow`) cover it, or when the approval callback
+//! ([`Runner::with_approver`]) or, under `confirm`, the [`ConfirmPrompt`] approves that one
+//! step (a step the user declines there ends the run, [`EndReason::Declined`]). The goal's
+//! text is never an input to the gate. The gate applies in a dry run too, so a dry run shows
+//! what a real run would refuse.
 //!
 //! A failed step is a turn, not an ending: a step the gate refuses, a stale element id, an unmet
 //! `expect_after` or an input error that outlasts its retries ends its batch; the attempt goes
-//! into the history with its error, and the next turn lets the planner read it and choose
-//! another way. [`RunOptions::max_failures`] batches in a row that end so end the run, as
+//! into the history with its error (for a refusal, the [`safety::Refusal`] naming the grant
+//! that would allow it), and the next turn lets the planner read it and choose another way.
+//! [`RunOptions::max_failures`] batches in a row that end so end the run, as
 //! [`GoalOutcome::Refused`] when the last one was a refusal, else as failed
 //! ([`Budget::Failures`]).
 //!
@@ -61,6 +66,7 @@ pub mod replay;
 pub mod safety;
 pub mod trace;
 
+mod describe;
 mod desktop;
 mod execute;
 mod observe;
@@ -78,12 +84,12 @@ use serde_json::{json, Value};
 pub use act::ActReport;
 pub use capture::{list_monitors, Capture, MonitorInfo, ScreenCapturer};
 pub use coords::{InputPoint, ScreenGeometry};
+pub use describe::{action_type, describe_action};
 pub use desktop::{
     capture_elements, element_facts, Desktop, ElementClick, ElementResolver, ElementTarget,
     TargetResolver, XDesktop, XyResolver, CLICK_ACTIONS,
 };
 pub use elements::{ElementBudget, ElementFacts, ElementSource, ElementTable, ScreenElement};
-pub use execute::{action_type, describe_action};
 pub use input::{parse_key, parse_key_chord, ButtonAction, EnigoInput, InputDevice, KEY_NAMES};
 pub use observe::desktop_view;
 pub use options::{
@@ -91,7 +97,9 @@ pub use options::{
     DEFAULT_MAX_FAILURES,
 };
 pub use replay::ReplayPlanner;
-pub use safety::{ConfirmPrompt, ScriptedPrompt, StopFlag, TerminalPrompt};
+pub use safety::{
+    Approver, ConfirmPrompt, GrantKind, Grants, Refusal, ScriptedPrompt, StopFlag, TerminalPrompt,
+};
 use settle::{SettleKind, SettleStep, Settler};
 pub use trace::{RunMeta, TraceWriter, TurnRecord};
 
@@ -121,6 +129,7 @@ pub struct Runner {
     options: RunOptions,
     resolver: Box<dyn TargetResolver>,
     prompt: Box<dyn ConfirmPrompt>,
+    approver: Option<Box<dyn Approver>>,
     stop: StopFlag,
     planner_stats: Option<PlannerStats>,
 }
@@ -150,11 +159,13 @@ struct RunState {
     pending_capture: Option<Capture>,
     /// Geometry of the last capture, for the fail-safe.
     geometry: Option<ScreenGeometry>,
+    /// The destructive-step gate, with the line a terminal holds across batches.
+    gate: safety::Gate,
 }
 
 impl RunState {
-    /// A run starting now, ending at the latest `timeout_ms` from now.
-    fn new(timeout_ms: u64) -> Self {
+    /// A run starting now, ending at the latest `timeout_ms` from now, gated by `grants`.
+    fn new(timeout_ms: u64, grants: safety::Grants) -> Self {
         let start = Instant::now();
         Self {
             start,
@@ -167,6 +178,7 @@ impl RunState {
             runner_pointer: None,
             pending_capture: None,
             geometry: None,
+            gate: safety::Gate::new(grants),
         }
     }
 }
@@ -203,6 +215,7 @@ impl Runner {
             options,
             resolver: Box::new(XyResolver),
             prompt: Box::new(TerminalPrompt),
+            approver: None,
             stop: StopFlag::new(),
             planner_stats: None,
         }
@@ -226,6 +239,13 @@ impl Runner {
     /// Uses another source of `--confirm` answers.
     pub fn with_prompt(mut self, prompt: Box<dyn ConfirmPrompt>) -> Self {
         self.prompt = prompt;
+        self
+    }
+
+    /// Puts each step the gate refuses to `approver` (a closure `|refusal| -> bool` will do):
+    /// `true` runs that one step. It is asked instead of the `confirm` prompt.
+    pub fn with_approver(mut self, approver: Box<dyn Approver>) -> Self {
+        self.approver = Some(approver);
         self
     }
 
@@ -259,7 +279,7 @@ impl Runner {
         observer: &mut dyn RunObserver,
     ) -> Result<RunReport> {
         let limits = self.options.limits.clone();
-        let mut state = RunState::new(limits.timeout_ms);
+        let mut state = RunState::new(limits.timeout_ms, self.options.grants.clone());
         // The first capture is part of setup: no display, no monitor or denied capture is an
         // error for the caller, not a run outcome.
         state.pending_capture = Some(self.desktop.capture()?);
@@ -271,6 +291,7 @@ impl Runner {
                     limits: limits.clone(),
                     dry_run: self.options.dry_run,
                     confirm: self.options.confirm,
+                    allowed: self.options.grants.iter().map(|g| g.to_string()).collect(),
                     started_unix_ms: std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)
                         .map(|d| d.as_millis() as u64)
@@ -372,6 +393,7 @@ impl Runner {
             None
         };
         let view = self.build_view(goal, &capture, state.steps_used, elements.as_ref());
+        state.gate.start_turn(&view);
         let mut record = TurnRecord {
             turn: state.turns,
             started_ms,

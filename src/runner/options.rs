@@ -51,8 +51,12 @@ pub struct RunOptions {
     pub limits: RunLimits,
     /// Plan and report, execute no input.
     pub dry_run: bool,
-    /// Ask the [`ConfirmPrompt`](super::ConfirmPrompt) before each batch.
+    /// Ask the [`ConfirmPrompt`](super::ConfirmPrompt) about each step the gate refuses,
+    /// showing it; a yes runs that one step (`--confirm`).
     pub confirm: bool,
+    /// What the user allows (`--allow`): destructive steps the gate lets run without asking.
+    /// None by default.
+    pub grants: super::safety::Grants,
     /// Waiting for the screen after input.
     pub settle: SettleOptions,
     /// Pause between the steps of a batch, in milliseconds, so applications process events.
@@ -82,6 +86,7 @@ impl Default for RunOptions {
             limits: RunLimits::default(),
             dry_run: false,
             confirm: false,
+            grants: super::safety::Grants::none(),
             settle: SettleOptions::default(),
             step_pause_ms: 50,
             trace_dir: None,
@@ -116,9 +121,9 @@ pub enum EndReason {
     /// The planner answered `clarify`.
     Clarified,
     /// The failure budget ran out on a step the gate refused: it needs a permission the user
-    /// has not given.
+    /// has not given (`--allow`, or an approval at `--confirm`).
     EndedOnRefusal,
-    /// The user declined a batch at the `--confirm` prompt.
+    /// The user (or the approval callback) declined a step the gate put to them.
     Declined,
     /// The planner answered `fail`.
     PlannerGaveUp,

@@ -164,13 +164,13 @@ mod tests {
     #[test]
     fn a_replay_line_that_is_not_json_keeps_the_parsers_error() -> Result<()> {
         let err = match ReplayPlanner::from_jsonl("\n{\"move\": oops", "t.jsonl") {
-            Ok(_) => return Err(Error::Internal("a broken replay parsed".into())),
+            Ok(_) => return Err(Error::internal("a broken replay parsed")),
             Err(err) => err,
         };
         let source = err
             .source()
             .and_then(|s| s.downcast_ref::<serde_json::Error>())
-            .ok_or_else(|| Error::Internal(format!("no serde_json source: {err:?}")))?;
+            .ok_or_else(|| Error::internal(format!("no serde_json source: {err:?}")))?;
         assert!(matches!(err, Error::InvalidInput { .. }), "{err:?}");
         assert_eq!(
             err.to_string(),

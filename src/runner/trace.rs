@@ -45,8 +45,12 @@ pub struct RunMeta {
     pub limits: RunLimits,
     /// Whether input was suppressed.
     pub dry_run: bool,
-    /// Whether each batch was confirmed on the terminal.
+    /// Whether steps the gate refused were put to the user on the terminal (`--confirm`).
     pub confirm: bool,
+    /// What the user allowed for the run (`--allow` values), so a trace says under which
+    /// permissions its steps ran.
+    #[serde(default)]
+    pub allowed: Vec<String>,
     /// Wall-clock start, milliseconds since the Unix epoch.
     pub started_unix_ms: u64,
     /// A label for the planner (model id, replay file, …).

@@ -80,15 +80,17 @@ pub(crate) fn guard(router: axum::Router, config: &ServeConfig) -> axum::Router 
         token: config.access.token.clone(),
         check_origin: !config.access.listen_any,
     });
-    router.layer(axum::middleware::from_fn(move |request: Request, next: Next| {
-        let policy = Arc::clone(&policy);
-        async move {
-            match refusal(&policy, request.uri().path(), request.headers()) {
-                Some(refused) => refused,
-                None => next.run(request).await,
+    router.layer(axum::middleware::from_fn(
+        move |request: Request, next: Next| {
+            let policy = Arc::clone(&policy);
+            async move {
+                match refusal(&policy, request.uri().path(), request.headers()) {
+                    Some(refused) => refused,
+                    None => next.run(request).await,
+                }
             }
-        }
-    }))
+        },
+    ))
 }
 
 /// The response refusing a request, or `None` to let it through.
@@ -104,9 +106,9 @@ fn refusal(policy: &Policy, path: &str, headers: &HeaderMap) -> Option<Response>
             }
         }
         if let Some(origin) = header_text(headers, header::ORIGIN) {
-            let host = origin
-                .split_once("://")
-                .map_or("", |(_, rest)| host_name(rest.split('/').next().unwrap_or("")));
+            let host = origin.split_once("://").map_or("", |(_, rest)| {
+                host_name(rest.split('/').next().unwrap_or(""))
+            });
             if !is_loopback_host(host) {
                 return Some(refuse(
                     StatusCode::FORBIDDEN,
@@ -183,8 +185,8 @@ mod tests {
         for (k, v) in pairs {
             map.insert(
                 header::HeaderName::from_bytes(k.as_bytes())
-                    .map_err(|e| Error::Internal(e.to_string()))?,
-                header::HeaderValue::from_str(v).map_err(|e| Error::Internal(e.to_string()))?,
+                    .map_err(|e| Error::internal(e.to_string()))?,
+                header::HeaderValue::from_str(v).map_err(|e| Error::internal(e.to_string()))?,
             );
         }
         Ok(map)
@@ -201,14 +203,28 @@ mod tests {
             check_origin: true,
         };
         for host in ["127.0.0.1:8080", "localhost:1", "[::1]:80", "127.0.0.2"] {
-            assert_eq!(status(&local, "/v1/models", &[("host", host)])?, None, "{host}");
+            assert_eq!(
+                status(&local, "/v1/models", &[("host", host)])?,
+                None,
+                "{host}"
+            );
         }
         for host in ["evil.example:8080", "192.168.1.5:8080", "[2001:db8::1]:80"] {
-            assert_eq!(status(&local, "/mcp", &[("host", host)])?, Some(403), "{host}");
+            assert_eq!(
+                status(&local, "/mcp", &[("host", host)])?,
+                Some(403),
+                "{host}"
+            );
         }
-        let page = [("host", "127.0.0.1:8080"), ("origin", "https://evil.example")];
+        let page = [
+            ("host", "127.0.0.1:8080"),
+            ("origin", "https://evil.example"),
+        ];
         assert_eq!(status(&local, "/v1/chat/completions", &page)?, Some(403));
-        let dev = [("host", "127.0.0.1:8080"), ("origin", "http://localhost:3000")];
+        let dev = [
+            ("host", "127.0.0.1:8080"),
+            ("origin", "http://localhost:3000"),
+        ];
         assert_eq!(status(&local, "/v1/chat/completions", &dev)?, None);
         Ok(())
     }
@@ -238,10 +254,10 @@ mod tests {
     fn only_loopback_binds_without_listen_any_and_a_long_token() -> Result<()> {
         let any: SocketAddr = "0.0.0.0:8080"
             .parse()
-            .map_err(|e| Error::Internal(format!("{e}")))?;
+            .map_err(|e| Error::internal(format!("{e}")))?;
         let local: SocketAddr = "127.0.0.1:0"
             .parse()
-            .map_err(|e| Error::Internal(format!("{e}")))?;
+            .map_err(|e| Error::internal(format!("{e}")))?;
         assert!(Access::default().check_bind(local).is_ok());
         assert!(Access::default().check_bind(any).is_err());
         let no_token = Access {

@@ -87,7 +87,9 @@ impl Brain {
     pub fn producer(&self) -> Arc<dyn PlanProducer + Send + Sync> {
         match self {
             Brain::Model { planner, .. } => Arc::new(planner.clone()),
-            Brain::Replay { planner, .. } => Arc::clone(planner) as Arc<dyn PlanProducer + Send + Sync>,
+            Brain::Replay { planner, .. } => {
+                Arc::clone(planner) as Arc<dyn PlanProducer + Send + Sync>
+            }
         }
     }
 
@@ -101,12 +103,12 @@ impl Brain {
         let brain = self.clone();
         queue
             .run(timeout, move |_| match brain {
-                Brain::Model { planner, .. } => planner
-                    .plan(&turn.turn())
-                    .map(|(answer, stats)| Planned {
+                Brain::Model { planner, .. } => {
+                    planner.plan(&turn.turn()).map(|(answer, stats)| Planned {
                         answer,
                         stats: Some(stats),
-                    }),
+                    })
+                }
                 Brain::Replay { planner, .. } => tokio::runtime::Handle::current()
                     .block_on(planner.decide_next(
                         &turn.goal,
@@ -135,12 +137,14 @@ impl Brain {
         let brain = self.clone();
         queue
             .run(timeout, move |_| match brain {
-                Brain::Model { planner, .. } => planner
-                    .verify(&turn.turn(), &summary)
-                    .map(|(answer, stats)| Planned {
-                        answer,
-                        stats: Some(stats),
-                    }),
+                Brain::Model { planner, .. } => {
+                    planner
+                        .verify(&turn.turn(), &summary)
+                        .map(|(answer, stats)| Planned {
+                            answer,
+                            stats: Some(stats),
+                        })
+                }
                 Brain::Replay { planner, .. } => tokio::runtime::Handle::current()
                     .block_on(planner.verify_done(
                         &turn.goal,

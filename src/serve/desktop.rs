@@ -17,8 +17,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::error::Result;
 use crate::runner::{
     capture_elements, describe_action, desktop_view, ActReport, Desktop, ElementTable,
-    PlannerStats, RunObserver, RunOptions, RunReport, Runner, ScriptedPrompt, StopFlag,
-    XDesktop,
+    PlannerStats, RunObserver, RunOptions, RunReport, Runner, ScriptedPrompt, StopFlag, XDesktop,
 };
 
 /// Who holds the desktop.
@@ -225,9 +224,10 @@ impl RunObserver for ProgressLines {
     }
 
     fn on_refusal(&mut self, step: &Step, message: &str) {
-        let _ = self
-            .0
-            .send(format!("refused: {} -- {message}", describe_action(&step.action)));
+        let _ = self.0.send(format!(
+            "refused: {} -- {message}",
+            describe_action(&step.action)
+        ));
     }
 
     fn on_verdict(&mut self, summary: &str, verdict: &DoneVerdict) {

@@ -26,7 +26,10 @@ pub fn image_from_base64(text: &str) -> Result<Vec<u8>> {
     }
     let engine = base64::engine::general_purpose::STANDARD;
     let bytes = if payload.bytes().any(|b| b.is_ascii_whitespace()) {
-        let compact: String = payload.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+        let compact: String = payload
+            .chars()
+            .filter(|c| !c.is_ascii_whitespace())
+            .collect();
         engine.decode(compact)
     } else {
         engine.decode(payload)
@@ -63,9 +66,9 @@ pub fn image_from_path(path: &Path) -> Result<Vec<u8>> {
 }
 
 fn data_url_payload(url: &str) -> Result<&str> {
-    let (meta, payload) = url.split_once(',').ok_or_else(|| {
-        Error::invalid_input("a data: URL needs a comma before its payload")
-    })?;
+    let (meta, payload) = url
+        .split_once(',')
+        .ok_or_else(|| Error::invalid_input("a data: URL needs a comma before its payload"))?;
     let Some(mime) = meta.strip_suffix(";base64") else {
         return Err(Error::invalid_input(
             "a data: URL image must be base64 (data:image/png;base64,...)",

@@ -33,7 +33,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use auth::Access;
+pub use auth::{Access, MIN_TOKEN_CHARS, TOKEN_ENV};
 pub use brain::{Brain, OwnedTurn, Planned};
 pub use desktop::{BusyError, DesktopGate, DesktopLease};
 pub use images::{image_from_base64, image_from_url, MAX_IMAGE_BYTES};
@@ -234,9 +234,9 @@ impl BoundServer {
             endpoints.push("MCP on stdio".to_string());
         }
         for (addr, router, names) in routers {
-            let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
-                Error::invalid_input_caused(format!("cannot listen on {addr}"), e)
-            })?;
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| Error::invalid_input_caused(format!("cannot listen on {addr}"), e))?;
             let bound = listener
                 .local_addr()
                 .map_err(|e| Error::invalid_input_caused(format!("listening on {addr}"), e))?;
@@ -287,5 +287,5 @@ impl BoundServer {
 }
 
 fn flatten(joined: std::result::Result<Result<()>, tokio::task::JoinError>) -> Result<()> {
-    joined.map_err(|e| Error::Internal(format!("a listener task failed: {e}")))?
+    joined.map_err(|e| Error::internal(format!("a listener task failed: {e}")))?
 }

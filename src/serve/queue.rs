@@ -183,7 +183,7 @@ impl ModelQueue {
         admission
             .spawn(work)
             .await
-            .map_err(|e| QueueError::Failed(Error::Internal(format!("model work failed: {e}"))))?
+            .map_err(|e| QueueError::Failed(Error::internal(format!("model work failed: {e}"))))?
             .map_err(|e| interrupt.classify(e))
     }
 }
@@ -298,11 +298,14 @@ mod tests {
         );
         release
             .send(())
-            .map_err(|e| Error::Internal(e.to_string()))?;
-        let first = running.await.map_err(|e| Error::Internal(e.to_string()))?;
-        let second = waiting.await.map_err(|e| Error::Internal(e.to_string()))?;
+            .map_err(|e| Error::internal(e.to_string()))?;
+        let first = running.await.map_err(|e| Error::internal(e.to_string()))?;
+        let second = waiting.await.map_err(|e| Error::internal(e.to_string()))?;
         assert_eq!((first.ok(), second.ok()), (Some(1), Some(2)));
-        assert_eq!(queue.run(Duration::from_secs(30), |_| Ok(4)).await.ok(), Some(4));
+        assert_eq!(
+            queue.run(Duration::from_secs(30), |_| Ok(4)).await.ok(),
+            Some(4)
+        );
         Ok(())
     }
 

@@ -201,8 +201,28 @@ fn a_stale_element_id_is_a_step_error_not_a_click_elsewhere() -> anyhow::Result<
     Ok(())
 }
 
+/// Runs a replay where one refused batch ends the run (else the planner, here the replay's
+/// next move, gets the next turn).
+fn refused_run(
+    session: &Session,
+    moves: &std::path::Path,
+    goal: &str,
+) -> anyhow::Result<(i32, String, String)> {
+    let path = moves.to_str().context("path")?;
+    session.sightline(&[
+        "run",
+        "--replay",
+        path,
+        "--timeout",
+        "30",
+        "--max-failures",
+        "1",
+        goal,
+    ])
+}
+
 #[test]
-fn a_click_on_delete_is_refused_by_its_real_name_unless_the_goal_confirms() -> anyhow::Result<()> {
+fn a_click_on_delete_is_refused_by_its_real_name_unless_the_user_allows_it() -> anyhow::Result<()> {
     let _x = x11_lock();
     if !stack_available()? {
         return Ok(());
@@ -219,12 +239,19 @@ fn a_click_on_delete_is_refused_by_its_real_name_unless_the_goal_confirms() -> a
             done("tidied"),
         ],
     )?;
-    let (code, stdout, stderr) = session.run_replay(&by_id, "tidy up the form")?;
+    let (code, stdout, stderr) = refused_run(&session, &by_id, "tidy up the form")?;
     assert_eq!(code, 3, "{stdout}{stderr}");
     assert!(
-        stdout.contains("refused") && stdout.contains("delete"),
+        stdout.contains("refused") && stdout.contains("--allow delete"),
         "{stdout}"
     );
+    // Wording a confirmation into the goal changes nothing.
+    let (code, stdout, stderr) = refused_run(
+        &session,
+        &by_id,
+        "delete the record; I confirm the deletion",
+    )?;
+    assert_eq!(code, 3, "{stdout}{stderr}");
 
     // An xy: point on the Delete button: the gate asks the tree what is under it.
     let (x, y, w, h) = (300 + 60, 20 + 20, SCREEN.0, SCREEN.1);
@@ -241,7 +268,7 @@ fn a_click_on_delete_is_refused_by_its_real_name_unless_the_goal_confirms() -> a
             done("tidied"),
         ],
     )?;
-    let (code, stdout, stderr) = session.run_replay(&by_point, "tidy up the form")?;
+    let (code, stdout, stderr) = refused_run(&session, &by_point, "tidy up the form")?;
     assert_eq!(code, 3, "{stdout}{stderr}");
     std::thread::sleep(Duration::from_millis(300));
     assert!(
@@ -249,9 +276,18 @@ fn a_click_on_delete_is_refused_by_its_real_name_unless_the_goal_confirms() -> a
         "a refused click reached the window"
     );
 
-    // Confirmed in the goal: the same plan runs.
-    let (code, stdout, stderr) =
-        session.run_replay(&by_id, "delete the record; I confirm the deletion")?;
+    // Allowed by the user: the same plan runs.
+    let path = by_id.to_str().context("path")?;
+    let (code, stdout, stderr) = session.sightline(&[
+        "run",
+        "--replay",
+        path,
+        "--timeout",
+        "30",
+        "--allow",
+        "delete",
+        "tidy up the form",
+    ])?;
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(session.wait_for_event("clicked Delete")?);
     Ok(())

@@ -148,7 +148,7 @@ fn no_sampled_move_runs_out_of_tokens_and_every_target_is_shown() -> Result<()> 
         };
         let out = match decode_move(&mut model, &logits, grammar, &options) {
             Ok(out) => out,
-            Err(Error::Decode { reason, text }) => {
+            Err(Error::Decode { reason, text, .. }) => {
                 bail!(
                     "run {run} ({profile:?}, {} ids): {reason}: {text}",
                     case.ids.len()

@@ -456,7 +456,7 @@ fn budget_exhaustion_is_a_decode_error_with_the_text() -> Result<()> {
         ..DecodeOptions::default()
     };
     match decode(&mut model, &logits, &grammar, &options) {
-        Err(Error::Decode { reason, text }) => {
+        Err(Error::Decode { reason, text, .. }) => {
             ensure!(
                 reason.contains("budget") && text.starts_with(r#"{"kind":"fail""#),
                 "{reason}: {text}"

@@ -572,7 +572,9 @@ fn bad_preprocessor_json_is_an_error_naming_the_file() -> Result<()> {
         (r#"{"do_resize": false}"#, "do_resize"),
     ] {
         std::fs::write(&path, text)?;
-        let err = PreprocessConfig::from_preprocessor_json(&path).expect_err(text);
+        let Err(err) = PreprocessConfig::from_preprocessor_json(&path) else {
+            bail!("{text}: loaded");
+        };
         let msg = err.to_string();
         assert!(
             msg.contains("preprocessor_config.json") && msg.contains(needle),

@@ -16,6 +16,7 @@
 #[allow(dead_code)]
 mod a11y_support;
 mod decode_support;
+mod gate_support;
 mod hub_support;
 mod model_support;
 // Shared with the separate `runner_desktop` binary, which uses the parts this one does not
@@ -39,6 +40,8 @@ mod eval_cli;
 #[cfg(feature = "desktop")]
 mod eval_support;
 mod fixtures;
+#[cfg(feature = "desktop")]
+mod gate_permission;
 mod generate_cli;
 mod hostile;
 mod house;

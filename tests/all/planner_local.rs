@@ -162,10 +162,10 @@ fn every_move_kind_round_trips_through_the_real_decoder() -> Result<()> {
 #[test]
 fn the_clarify_rule_answers_without_running_the_model() -> Result<()> {
     let v = view(0, &[]);
-    let planner = steered_planner(r#"{"kind":"fail","reason":"x"}"#, "Delete old.txt", &v)?;
+    let planner = steered_planner(r#"{"kind":"fail","reason":"x"}"#, "Delete it", &v)?;
     let memory = serde_json::Value::Null;
     let (mv, stats) = planner.plan(&Turn {
-        goal: "Delete old.txt",
+        goal: "Delete it",
         history: &[],
         shared_memory: &memory,
         view: &v,

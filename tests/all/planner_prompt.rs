@@ -96,7 +96,7 @@ fn image_pads_sit_between_vision_markers() -> Result<()> {
     let start = ids
         .iter()
         .position(|&t| t == s.vision_start)
-        .expect("vision_start");
+        .ok_or_else(|| anyhow::anyhow!("no vision_start token"))?;
     assert!(ids[start + 1..start + 49].iter().all(|&t| t == s.image_pad));
     assert_eq!(ids[start + 49], s.vision_end);
     assert_eq!(ids.iter().filter(|&&t| t == s.image_pad).count(), 48);

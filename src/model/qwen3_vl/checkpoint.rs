@@ -237,13 +237,13 @@ impl WeightSource {
 
     fn check_shape(&self, name: &str, found: &[usize], expected: &[usize]) -> Result<()> {
         if found != expected {
-            return Err(Error::Tensor {
-                name: name.to_string(),
-                reason: format!(
+            return Err(Error::tensor(
+                name,
+                format!(
                     "expected shape {expected:?}, found {found:?} in {}",
                     self.path_for(name).display()
                 ),
-            });
+            ));
         }
         Ok(())
     }

@@ -32,126 +32,68 @@ const PR: usize = 4;
 /// Register tile: columns (keys for scores, value dimensions for the weighted sum).
 const TW: usize = 32;
 
-/// `out[i][j] = Σ_c a[i][c] · bt[c][j]` for [`TR`] rows of `a` (row stride `a_stride`,
-/// `depth` columns) and [`TW`] columns of `bt` (row stride `bt_stride`), with the
-/// kernel of `path` (the portable loop where `path`'s instructions are missing).
-#[inline(always)]
-fn tile_a_bt<const FMA: bool>(
-    path: CpuPath,
-    a: &[f32],
+/// The operands of one tile product: [`TR`] rows of `a` (row stride `a_stride`, `depth`
+/// columns) and [`TW`] columns of `b` (row stride `b_stride`, `depth` rows).
+#[derive(Clone, Copy)]
+struct TileOperands<'a> {
+    a: &'a [f32],
     a_stride: usize,
-    bt: &[f32],
-    bt_stride: usize,
+    b: &'a [f32],
+    b_stride: usize,
     depth: usize,
-) -> [[f32; TW]; TR] {
+}
+
+impl TileOperands<'_> {
+    /// Whether the slices hold every value a tile reads (`depth > 0`): what the vector
+    /// kernels need to read without checks.
+    fn hold_a_tile(&self) -> bool {
+        self.depth > 0
+            && self.a.len() >= (TR - 1) * self.a_stride + self.depth
+            && self.b.len() >= (self.depth - 1) * self.b_stride + TW
+    }
+}
+
+/// `acc[i][j] += Σ_c a[i][c] · b[c][j]` over the [`TileOperands`], with the kernel of
+/// `path` (the portable loop where `path`'s instructions are missing or the slices do
+/// not hold a whole tile). Scores are `q · kᵀ` from zero with `b` the transposed keys;
+/// the weighted values are `p · v` added to the output so far.
+#[inline(always)]
+fn tile_mul_add<const FMA: bool>(path: CpuPath, x: TileOperands, acc: &mut [[f32; TW]; TR]) {
     #[cfg(target_arch = "x86_64")]
-    if depth > 0
-        && a.len() >= (TR - 1) * a_stride + depth
-        && bt.len() >= (depth - 1) * bt_stride + TW
-    {
+    if x.hold_a_tile() {
         match path {
-            // SAFETY: the instructions are present (`supported` reads the cached CPUID),
-            // and the bounds the kernels read were checked above.
             CpuPath::Avx512 if path.supported() => {
-                return unsafe { x86::tile_a_bt_avx512(a, a_stride, bt, bt_stride, depth) };
+                // SAFETY: the CPU has AVX-512F (`supported` reads the cached CPUID), and
+                // the slices hold a tile (checked above).
+                return unsafe { x86::tile_mul_add_avx512(x, acc) };
             }
             CpuPath::Avx2 if path.supported() => {
-                return unsafe { x86::tile_a_bt_avx2(a, a_stride, bt, bt_stride, depth) };
+                // SAFETY: the CPU has AVX2 and FMA; the slices hold a tile.
+                return unsafe { x86::tile_mul_add_avx2(x, acc) };
             }
             _ => {}
         }
     }
     let _ = path;
-    tile_a_bt_portable::<FMA>(a, a_stride, bt, bt_stride, depth)
-}
-
-/// `acc[i] += Σ_j p[i][j] · v[j]` for [`TR`] rows of `p` (row stride `p_stride`), `kn`
-/// keys, and [`TW`] columns of `v` (row stride `v_stride`), with the kernel of `path`.
-#[inline(always)]
-fn tile_p_v<const FMA: bool>(
-    path: CpuPath,
-    p: &[f32],
-    p_stride: usize,
-    v: &[f32],
-    v_stride: usize,
-    kn: usize,
-    acc: &mut [[f32; TW]; TR],
-) {
-    #[cfg(target_arch = "x86_64")]
-    if kn > 0 && p.len() >= (TR - 1) * p_stride + kn && v.len() >= (kn - 1) * v_stride + TW {
-        match path {
-            // SAFETY: as in `tile_a_bt`.
-            CpuPath::Avx512 if path.supported() => {
-                return unsafe { x86::tile_p_v_avx512(p, p_stride, v, v_stride, kn, acc) };
-            }
-            CpuPath::Avx2 if path.supported() => {
-                return unsafe { x86::tile_p_v_avx2(p, p_stride, v, v_stride, kn, acc) };
-            }
-            _ => {}
-        }
-    }
-    let _ = path;
-    tile_p_v_portable::<FMA>(p, p_stride, v, v_stride, kn, acc)
-}
-
-/// [`tile_a_bt`] in plain Rust: the compiler vectorizes it to the widths the enclosing
-/// function's target features allow.
-#[inline(always)]
-fn tile_a_bt_portable<const FMA: bool>(
-    a: &[f32],
-    a_stride: usize,
-    bt: &[f32],
-    bt_stride: usize,
-    depth: usize,
-) -> [[f32; TW]; TR] {
-    let mut out = [[0f32; TW]; TR];
-    for (pass, rows) in out.chunks_exact_mut(PR).enumerate() {
-        let mut acc = [[0f32; TW]; PR];
-        let a = &a[pass * PR * a_stride..];
-        for c in 0..depth {
-            let Some(b) = bt.get(c * bt_stride..c * bt_stride + TW) else {
-                break;
-            };
-            let b: &[f32; TW] = b.try_into().unwrap_or(&[0.0; TW]);
-            for (i, acc_row) in acc.iter_mut().enumerate() {
-                let x = a[i * a_stride + c];
-                for (o, &y) in acc_row.iter_mut().zip(b) {
-                    *o = fmadd::<FMA>(x, y, *o);
-                }
-            }
-        }
-        rows.copy_from_slice(&acc);
-    }
-    out
-}
-
-/// [`tile_p_v`] in plain Rust.
-#[inline(always)]
-fn tile_p_v_portable<const FMA: bool>(
-    p: &[f32],
-    p_stride: usize,
-    v: &[f32],
-    v_stride: usize,
-    kn: usize,
-    acc: &mut [[f32; TW]; TR],
-) {
+    // The portable loop: the compiler vectorizes it to the widths the enclosing
+    // function's target features allow.
     for (pass, rows) in acc.chunks_exact_mut(PR).enumerate() {
-        let mut a = [[0f32; TW]; PR];
-        a.copy_from_slice(rows);
-        let p = &p[pass * PR * p_stride..];
-        for j in 0..kn {
-            let Some(vrow) = v.get(j * v_stride..j * v_stride + TW) else {
+        let mut sums = [[0f32; TW]; PR];
+        sums.copy_from_slice(rows);
+        let a = &x.a[pass * PR * x.a_stride..];
+        for c in 0..x.depth {
+            let Some(b_row) = x.b.get(c * x.b_stride..c * x.b_stride + TW) else {
                 break;
             };
-            let vrow: &[f32; TW] = vrow.try_into().unwrap_or(&[0.0; TW]);
-            for (i, a_row) in a.iter_mut().enumerate() {
-                let x = p[i * p_stride + j];
-                for (o, &y) in a_row.iter_mut().zip(vrow) {
-                    *o = fmadd::<FMA>(x, y, *o);
+            let b_row: &[f32; TW] = b_row.try_into().unwrap_or(&[0.0; TW]);
+            for (i, sums_row) in sums.iter_mut().enumerate() {
+                let v = a[i * x.a_stride + c];
+                for (o, &y) in sums_row.iter_mut().zip(b_row) {
+                    *o = fmadd::<FMA>(v, y, *o);
                 }
             }
         }
-        rows.copy_from_slice(&a);
+        rows.copy_from_slice(&sums);
     }
 }
 
@@ -165,84 +107,49 @@ fn tile_p_v_portable<const FMA: bool>(
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{TR, TW};
+    use super::{TileOperands, TR, TW};
 
     const _: () = assert!(TW == 32 && TR == 8);
 
+    /// [`super::tile_mul_add`] with AVX-512.
+    ///
     /// # Safety
-    /// AVX-512F must be available; `a` must hold `(TR - 1) * a_stride + depth` values and
-    /// `bt` `(depth - 1) * bt_stride + TW`, `depth > 0`.
+    /// AVX-512F must be available, and the slices must hold a tile
+    /// ([`TileOperands::hold_a_tile`]).
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn tile_a_bt_avx512(
-        a: &[f32],
-        a_stride: usize,
-        bt: &[f32],
-        bt_stride: usize,
-        depth: usize,
-    ) -> [[f32; TW]; TR] {
-        let mut acc = [_mm512_setzero_ps(); 2 * TR];
-        let (a, bt) = (a.as_ptr(), bt.as_ptr());
+    pub(super) unsafe fn tile_mul_add_avx512(x: TileOperands, acc: &mut [[f32; TW]; TR]) {
+        let (a_stride, b_stride, depth) = (x.a_stride, x.b_stride, x.depth);
+        let mut sums = [_mm512_setzero_ps(); 2 * TR];
+        for (i, row) in acc.iter().enumerate() {
+            // SAFETY: a row of `acc` is TW = 32 floats: two 16-float loads, at 0 and 16.
+            unsafe {
+                sums[2 * i] = _mm512_loadu_ps(row.as_ptr());
+                sums[2 * i + 1] = _mm512_loadu_ps(row.as_ptr().add(16));
+            }
+        }
+        let (a, b) = (x.a.as_ptr(), x.b.as_ptr());
         for c in 0..depth {
-            // SAFETY (here and below): within the bounds the caller guarantees.
+            // SAFETY: c < depth, so c * b_stride + 32 <= (depth - 1) * b_stride + TW,
+            // which the caller guarantees `b` holds.
             let (b0, b1) = unsafe {
                 (
-                    _mm512_loadu_ps(bt.add(c * bt_stride)),
-                    _mm512_loadu_ps(bt.add(c * bt_stride + 16)),
+                    _mm512_loadu_ps(b.add(c * b_stride)),
+                    _mm512_loadu_ps(b.add(c * b_stride + 16)),
                 )
             };
             for i in 0..TR {
+                // SAFETY: i < TR and c < depth, so the index is below (TR - 1) * a_stride
+                // + depth, which the caller guarantees `a` holds.
                 let x = _mm512_set1_ps(unsafe { *a.add(i * a_stride + c) });
-                acc[2 * i] = _mm512_fmadd_ps(x, b0, acc[2 * i]);
-                acc[2 * i + 1] = _mm512_fmadd_ps(x, b1, acc[2 * i + 1]);
-            }
-        }
-        let mut out = [[0f32; TW]; TR];
-        for (i, row) in out.iter_mut().enumerate() {
-            unsafe {
-                _mm512_storeu_ps(row.as_mut_ptr(), acc[2 * i]);
-                _mm512_storeu_ps(row.as_mut_ptr().add(16), acc[2 * i + 1]);
-            }
-        }
-        out
-    }
-
-    /// # Safety
-    /// AVX-512F must be available; `p` must hold `(TR - 1) * p_stride + kn` values and
-    /// `v` `(kn - 1) * v_stride + TW`, `kn > 0`.
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn tile_p_v_avx512(
-        p: &[f32],
-        p_stride: usize,
-        v: &[f32],
-        v_stride: usize,
-        kn: usize,
-        acc: &mut [[f32; TW]; TR],
-    ) {
-        let mut a = [_mm512_setzero_ps(); 2 * TR];
-        for (i, row) in acc.iter().enumerate() {
-            unsafe {
-                a[2 * i] = _mm512_loadu_ps(row.as_ptr());
-                a[2 * i + 1] = _mm512_loadu_ps(row.as_ptr().add(16));
-            }
-        }
-        let (p, v) = (p.as_ptr(), v.as_ptr());
-        for j in 0..kn {
-            let (v0, v1) = unsafe {
-                (
-                    _mm512_loadu_ps(v.add(j * v_stride)),
-                    _mm512_loadu_ps(v.add(j * v_stride + 16)),
-                )
-            };
-            for i in 0..TR {
-                let x = _mm512_set1_ps(unsafe { *p.add(i * p_stride + j) });
-                a[2 * i] = _mm512_fmadd_ps(x, v0, a[2 * i]);
-                a[2 * i + 1] = _mm512_fmadd_ps(x, v1, a[2 * i + 1]);
+                sums[2 * i] = _mm512_fmadd_ps(x, b0, sums[2 * i]);
+                sums[2 * i + 1] = _mm512_fmadd_ps(x, b1, sums[2 * i + 1]);
             }
         }
         for (i, row) in acc.iter_mut().enumerate() {
+            // SAFETY: as for the loads of `acc` above.
             unsafe {
-                _mm512_storeu_ps(row.as_mut_ptr(), a[2 * i]);
-                _mm512_storeu_ps(row.as_mut_ptr().add(16), a[2 * i + 1]);
+                _mm512_storeu_ps(row.as_mut_ptr(), sums[2 * i]);
+                _mm512_storeu_ps(row.as_mut_ptr().add(16), sums[2 * i + 1]);
             }
         }
     }
@@ -250,83 +157,48 @@ mod x86 {
     /// Rows per AVX2 quarter.
     const QR: usize = 4;
 
+    /// [`super::tile_mul_add`] with AVX2 and FMA.
+    ///
     /// # Safety
-    /// AVX2 and FMA must be available; bounds as [`tile_a_bt_avx512`].
+    /// AVX2 and FMA must be available, and the slices must hold a tile
+    /// ([`TileOperands::hold_a_tile`]).
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn tile_a_bt_avx2(
-        a: &[f32],
-        a_stride: usize,
-        bt: &[f32],
-        bt_stride: usize,
-        depth: usize,
-    ) -> [[f32; TW]; TR] {
-        let mut out = [[0f32; TW]; TR];
-        let (a, bt) = (a.as_ptr(), bt.as_ptr());
+    pub(super) unsafe fn tile_mul_add_avx2(x: TileOperands, acc: &mut [[f32; TW]; TR]) {
+        let (a_stride, b_stride, depth) = (x.a_stride, x.b_stride, x.depth);
+        let (a, b) = (x.a.as_ptr(), x.b.as_ptr());
         for half in 0..2 {
             for pass in 0..TR / QR {
-                let mut acc = [_mm256_setzero_ps(); 2 * QR];
-                for c in 0..depth {
-                    // SAFETY (here and below): within the bounds the caller guarantees.
-                    let (b0, b1) = unsafe {
-                        let b = bt.add(c * bt_stride + 16 * half);
-                        (_mm256_loadu_ps(b), _mm256_loadu_ps(b.add(8)))
-                    };
-                    for i in 0..QR {
-                        let x = _mm256_set1_ps(unsafe { *a.add((pass * QR + i) * a_stride + c) });
-                        acc[2 * i] = _mm256_fmadd_ps(x, b0, acc[2 * i]);
-                        acc[2 * i + 1] = _mm256_fmadd_ps(x, b1, acc[2 * i + 1]);
-                    }
-                }
-                for i in 0..QR {
-                    let row = &mut out[pass * QR + i][16 * half..];
-                    unsafe {
-                        _mm256_storeu_ps(row.as_mut_ptr(), acc[2 * i]);
-                        _mm256_storeu_ps(row.as_mut_ptr().add(8), acc[2 * i + 1]);
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    /// # Safety
-    /// AVX2 and FMA must be available; bounds as [`tile_p_v_avx512`].
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn tile_p_v_avx2(
-        p: &[f32],
-        p_stride: usize,
-        v: &[f32],
-        v_stride: usize,
-        kn: usize,
-        acc: &mut [[f32; TW]; TR],
-    ) {
-        let (p, v) = (p.as_ptr(), v.as_ptr());
-        for half in 0..2 {
-            for pass in 0..TR / QR {
-                let mut a = [_mm256_setzero_ps(); 2 * QR];
+                let mut sums = [_mm256_setzero_ps(); 2 * QR];
                 for i in 0..QR {
                     let row = &acc[pass * QR + i][16 * half..];
+                    // SAFETY: `row` is the 16 floats from column 16 · half of a TW-float
+                    // row: two 8-float loads, at 0 and 8.
                     unsafe {
-                        a[2 * i] = _mm256_loadu_ps(row.as_ptr());
-                        a[2 * i + 1] = _mm256_loadu_ps(row.as_ptr().add(8));
+                        sums[2 * i] = _mm256_loadu_ps(row.as_ptr());
+                        sums[2 * i + 1] = _mm256_loadu_ps(row.as_ptr().add(8));
                     }
                 }
-                for j in 0..kn {
-                    let (v0, v1) = unsafe {
-                        let r = v.add(j * v_stride + 16 * half);
+                for c in 0..depth {
+                    // SAFETY: c < depth and 16 · half + 16 <= TW, so the 16 floats read lie
+                    // within (depth - 1) * b_stride + TW, which the caller guarantees.
+                    let (b0, b1) = unsafe {
+                        let r = b.add(c * b_stride + 16 * half);
                         (_mm256_loadu_ps(r), _mm256_loadu_ps(r.add(8)))
                     };
                     for i in 0..QR {
-                        let x = _mm256_set1_ps(unsafe { *p.add((pass * QR + i) * p_stride + j) });
-                        a[2 * i] = _mm256_fmadd_ps(x, v0, a[2 * i]);
-                        a[2 * i + 1] = _mm256_fmadd_ps(x, v1, a[2 * i + 1]);
+                        // SAFETY: pass * QR + i < TR and c < depth: within what the caller
+                        // guarantees `a` holds.
+                        let x = _mm256_set1_ps(unsafe { *a.add((pass * QR + i) * a_stride + c) });
+                        sums[2 * i] = _mm256_fmadd_ps(x, b0, sums[2 * i]);
+                        sums[2 * i + 1] = _mm256_fmadd_ps(x, b1, sums[2 * i + 1]);
                     }
                 }
                 for i in 0..QR {
                     let row = &mut acc[pass * QR + i][16 * half..];
+                    // SAFETY: as for the loads of `acc` above.
                     unsafe {
-                        _mm256_storeu_ps(row.as_mut_ptr(), a[2 * i]);
-                        _mm256_storeu_ps(row.as_mut_ptr().add(8), a[2 * i + 1]);
+                        _mm256_storeu_ps(row.as_mut_ptr(), sums[2 * i]);
+                        _mm256_storeu_ps(row.as_mut_ptr().add(8), sums[2 * i + 1]);
                     }
                 }
             }
@@ -417,8 +289,15 @@ fn attend_rows<const FMA: bool>(
         // Scores of the block.
         for i0 in (0..nr_tiles).step_by(TR) {
             for j0 in (0..kn).step_by(TW) {
-                let tile =
-                    tile_a_bt::<FMA>(path, &qs[i0 * hd..], hd, &ktg[kb0 + j0..], len_padded, hd);
+                let mut tile = [[0f32; TW]; TR];
+                let scores = TileOperands {
+                    a: &qs[i0 * hd..],
+                    a_stride: hd,
+                    b: &ktg[kb0 + j0..],
+                    b_stride: len_padded,
+                    depth: hd,
+                };
+                tile_mul_add::<FMA>(path, scores, &mut tile);
                 for (i, tile_row) in tile.iter().enumerate() {
                     let w = TW.min(kn - j0);
                     s[(i0 + i) * KB + j0..][..w].copy_from_slice(&tile_row[..w]);
@@ -458,7 +337,14 @@ fn attend_rows<const FMA: bool>(
                 }
                 let vb = &x.v[g * x.vs0 + kb0 * x.vs1 + c0..];
                 if w == TW {
-                    tile_p_v::<FMA>(path, &s[i0 * KB..], KB, vb, x.vs1, kn, &mut acc);
+                    let weighted = TileOperands {
+                        a: &s[i0 * KB..],
+                        a_stride: KB,
+                        b: vb,
+                        b_stride: x.vs1,
+                        depth: kn,
+                    };
+                    tile_mul_add::<FMA>(path, weighted, &mut acc);
                 } else {
                     for j in 0..kn {
                         let vrow = &vb[j * x.vs1..][..w];
@@ -600,6 +486,7 @@ pub(super) fn flash_cpu_on(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
     use crate::model::qwen3_vl::attention::matmul_route;
     use crate::model::qwen3_vl::text::causal_mask;
     use candle_core::{DType, Device};
@@ -647,8 +534,8 @@ mod tests {
                 let scale = 1.0 / (hd as f64).sqrt();
                 let reference = matmul_route(&q, &k, &v, mask, scale, usize::MAX)?;
                 for path in CpuPath::available() {
-                    let fused =
-                        flash_cpu_on(path, &q, &k, &v, mask, scale)?.expect("CPU f32 inputs");
+                    let fused = flash_cpu_on(path, &q, &k, &v, mask, scale)?
+                        .ok_or_else(|| Error::internal("CPU f32 inputs took another route"))?;
                     let diff = max_diff(&fused, &reference)?;
                     assert!(
                         diff <= FLASH_ATOL,
@@ -661,37 +548,41 @@ mod tests {
         Ok(())
     }
 
-    /// Each vector tile kernel (forced) against the portable loop.
+    /// Each vector tile kernel (forced) against the portable loop, from zero (the
+    /// scores' use) and from a start (the weighted values').
     #[test]
     fn every_tile_kernel_matches_the_portable_loop() -> Result<()> {
         let mut rng = rand::rngs::StdRng::seed_from_u64(3);
         let mut values =
             |n: usize| -> Vec<f32> { (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect() };
-        let (depth, a_stride, bt_stride) = (72, 80, 100);
-        let a = values(TR * a_stride);
-        let bt = values(depth * bt_stride);
-        let (kn, p_stride, v_stride) = (50, 64, 40);
-        let p = values(TR * p_stride);
-        let v = values(kn * v_stride);
         let start: Vec<f32> = values(TR * TW);
-        let mut acc_start = [[0f32; TW]; TR];
-        for (row, src) in acc_start.iter_mut().zip(start.chunks_exact(TW)) {
+        let mut from_start = [[0f32; TW]; TR];
+        for (row, src) in from_start.iter_mut().zip(start.chunks_exact(TW)) {
             row.copy_from_slice(src);
         }
-        let portable = tile_a_bt_portable::<false>(&a, a_stride, &bt, bt_stride, depth);
-        let mut acc_portable = acc_start;
-        tile_p_v_portable::<false>(&p, p_stride, &v, v_stride, kn, &mut acc_portable);
-        for path in CpuPath::available() {
-            let fast = tile_a_bt::<true>(path, &a, a_stride, &bt, bt_stride, depth);
-            let mut acc_fast = acc_start;
-            tile_p_v::<true>(path, &p, p_stride, &v, v_stride, kn, &mut acc_fast);
-            for (x, y) in fast
-                .iter()
-                .flatten()
-                .zip(portable.iter().flatten())
-                .chain(acc_fast.iter().flatten().zip(acc_portable.iter().flatten()))
-            {
-                assert!((x - y).abs() <= TILE_ATOL, "{path:?}: {x} vs {y}");
+        for (depth, a_stride, b_stride, acc_start) in
+            [(72, 80, 100, [[0f32; TW]; TR]), (50, 64, 40, from_start)]
+        {
+            let (a, b) = (values(TR * a_stride), values(depth * b_stride));
+            let x = TileOperands {
+                a: &a,
+                a_stride,
+                b: &b,
+                b_stride,
+                depth,
+            };
+            let mut portable = acc_start;
+            tile_mul_add::<false>(CpuPath::Portable, x, &mut portable);
+            for path in CpuPath::available() {
+                let mut fast = acc_start;
+                tile_mul_add::<true>(path, x, &mut fast);
+                for (x, y) in fast.iter().flatten().zip(portable.iter().flatten()) {
+                    if (x - y).abs() > TILE_ATOL {
+                        return Err(Error::internal(format!(
+                            "{path:?} depth {depth}: {x} vs {y}"
+                        )));
+                    }
+                }
             }
         }
         Ok(())
@@ -710,7 +601,7 @@ mod tests {
         let mask = Tensor::from_vec(m, (3, 5), &Device::Cpu)?;
         for path in CpuPath::available() {
             let fused = flash_cpu_on(path, &q, &k, &v, Some(&mask), 0.5)?
-                .expect("CPU f32 inputs")
+                .ok_or_else(|| Error::internal("CPU f32 inputs took another route"))?
                 .flatten_all()?
                 .to_vec1::<f32>()?;
             assert!(fused[8..16].iter().all(|x| x.is_nan()), "{path:?}");
@@ -768,7 +659,7 @@ mod tests {
                     let secs = crate::cpu::math::thread_cpu_seconds(|| {
                         result = flash_cpu_on(path, &q, &k, &v, mask.as_ref(), scale);
                     });
-                    result?.expect("f32");
+                    result?.ok_or_else(|| Error::internal("f32 inputs took another route"))?;
                     best[i] = best[i].min(secs);
                 }
             }

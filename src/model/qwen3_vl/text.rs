@@ -58,7 +58,7 @@ impl Mlp {
         let [gate, up]: [Tensor; 2] =
             Linear::forward_shared(&[&self.gate_proj, &self.up_proj], xs)?
                 .try_into()
-                .map_err(|_| Error::Internal("fused gate/up returned a wrong count".into()))?;
+                .map_err(|_| Error::internal("fused gate/up returned a wrong count"))?;
         self.down_proj.forward(&(gate.silu()? * up)?)
     }
 }
@@ -117,7 +117,7 @@ impl Attention {
         let [q, k, v]: [Tensor; 3] =
             Linear::forward_shared(&[&self.q_proj, &self.k_proj, &self.v_proj], xs)?
                 .try_into()
-                .map_err(|_| Error::Internal("fused q/k/v returned a wrong count".into()))?;
+                .map_err(|_| Error::internal("fused q/k/v returned a wrong count"))?;
         let q = q.reshape((n, self.n_heads, hd))?;
         let q = self
             .q_norm
@@ -275,7 +275,7 @@ impl TextModel {
     ) -> Result<Tensor> {
         let n = embeds.dim(0)?;
         if positions.len() != n {
-            return Err(Error::Internal(format!(
+            return Err(Error::internal(format!(
                 "{} positions for {n} embeddings",
                 positions.len()
             )));

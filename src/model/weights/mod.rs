@@ -134,11 +134,8 @@ impl TensorConverter {
             let cols = t.dim(1)?;
             if cols.is_multiple_of(q.block_size()) {
                 let f32 = t.to_device(&Device::Cpu)?.to_dtype(DType::F32)?;
-                let qt =
-                    QTensor::quantize_onto(&f32, q, &self.device).map_err(|e| Error::Tensor {
-                        name: name.to_string(),
-                        reason: format!("quantizing to {q:?}: {e}"),
-                    })?;
+                let qt = QTensor::quantize_onto(&f32, q, &self.device)
+                    .map_err(|e| Error::tensor_caused(name, format!("quantizing to {q:?}"), e))?;
                 return Ok(QMatMul::QTensor(Arc::new(qt)));
             }
         }

@@ -272,9 +272,9 @@ impl GraderHead {
                 Ok((sigmoid(verdict), None))
             }
             GraderHead::Trained { .. } => {
-                let out = self.apply(hidden)?.ok_or_else(|| {
-                    Error::Internal("a trained grader head gave no logits".into())
-                })?;
+                let out = self
+                    .apply(hidden)?
+                    .ok_or_else(|| Error::internal("a trained grader head gave no logits"))?;
                 Ok((out.p_done(), Some(out.hints)))
             }
         }
@@ -284,8 +284,8 @@ impl GraderHead {
     /// one-word answer). A trained head has no word ids: it answers from its own rows.
     pub fn hint_logits(&self, logits: &Tensor) -> Result<HintLogits> {
         let GraderHead::ZeroShot { hints, .. } = self else {
-            return Err(Error::Internal(
-                "a trained grader head gives its hints with the verdict".into(),
+            return Err(Error::internal(
+                "a trained grader head gives its hints with the verdict",
             ));
         };
         let row = logits
@@ -295,7 +295,7 @@ impl GraderHead {
         let mut out = [None; 4];
         for (slot, id) in out.iter_mut().zip(hints) {
             *slot = Some(*row.get(*id as usize).ok_or_else(|| {
-                Error::Internal(format!("hint token {id} is past the logits row"))
+                Error::internal(format!("hint token {id} is past the logits row"))
             })?);
         }
         Ok(out)
@@ -386,13 +386,13 @@ impl GraderLogits {
 }
 
 fn shape_error(name: &str, t: &Tensor) -> Error {
-    Error::Tensor {
-        name: name.to_string(),
-        reason: format!(
+    Error::tensor(
+        name,
+        format!(
             "grader head expects (5, hidden) weight and (5,) bias, found {:?}",
             t.dims()
         ),
-    }
+    )
 }
 
 #[cfg(test)]

@@ -20,12 +20,14 @@ use cel_contracts::{NextMove, PlanningView};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
     CallToolResult, ContentBlock, Implementation, ProgressNotificationParam, ProgressToken,
-    ServerCapabilities, ServerInfo,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{tool, tool_handler, tool_router, ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
+use rmcp::{
+    tool, tool_handler, tool_router, ErrorData, Peer, RoleServer, ServerHandler, ServiceExt,
+};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 
 use super::brain::OwnedTurn;
@@ -110,7 +112,9 @@ impl SightlineMcp {
                 .map_err(ErrorOrResult::Result)?;
             return Ok((Some(seen.png), seen.view));
         }
-        let screenshot = screen.screenshot().map_err(|e| ErrorOrResult::Error(bad_params(e)))?;
+        let screenshot = screen
+            .screenshot()
+            .map_err(|e| ErrorOrResult::Error(bad_params(e)))?;
         let view = screen
             .view()
             .map_err(|e| ErrorOrResult::Error(bad_params(e)))?
@@ -196,7 +200,12 @@ impl SightlineMcp {
         let shared = &self.shared;
         match shared
             .brain
-            .verify(&shared.queue, shared.config.limits.request_timeout, turn, p.summary)
+            .verify(
+                &shared.queue,
+                shared.config.limits.request_timeout,
+                turn,
+                p.summary,
+            )
             .await
         {
             Ok(planned) => Ok(results::planned(&planned, "verdict")),
@@ -297,8 +306,8 @@ impl SightlineMcp {
 
 #[tool_handler]
 impl ServerHandler for SightlineMcp {
-    fn get_info(&self) -> ServerInfo {
-        ServerInfo::new(ServerCapabilities::builder().enable_tools().build())
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("sightline", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
     }
@@ -400,6 +409,6 @@ pub(crate) async fn serve_stdio(shared: Arc<Shared>) -> Result<()> {
     session
         .waiting()
         .await
-        .map_err(|e| Error::Internal(format!("MCP on stdio: {e}")))?;
+        .map_err(|e| Error::internal(format!("MCP on stdio: {e}")))?;
     Ok(())
 }

@@ -144,8 +144,9 @@ pub struct RunParams {
 
 /// `value` read as `T`, or the caller's error naming `what`.
 pub fn parse<T: DeserializeOwned>(what: &str, value: Value) -> Result<T> {
-    serde_json::from_value(value)
-        .map_err(|e| Error::invalid_input_caused(format!("{what} is not a valid {}", short_type::<T>()), e))
+    serde_json::from_value(value).map_err(|e| {
+        Error::invalid_input_caused(format!("{what} is not a valid {}", short_type::<T>()), e)
+    })
 }
 
 fn short_type<T>() -> &'static str {

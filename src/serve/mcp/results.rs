@@ -14,9 +14,15 @@ use crate::serve::desktop::Screen;
 /// A result of `lines` and the JSON `doc`; `is_error` when the call did not do what was asked.
 fn result(lines: String, doc: Value, is_error: bool) -> CallToolResult {
     let mut result = if is_error {
-        CallToolResult::error(vec![ContentBlock::text(lines), ContentBlock::text(doc.to_string())])
+        CallToolResult::error(vec![
+            ContentBlock::text(lines),
+            ContentBlock::text(doc.to_string()),
+        ])
     } else {
-        CallToolResult::success(vec![ContentBlock::text(lines), ContentBlock::text(doc.to_string())])
+        CallToolResult::success(vec![
+            ContentBlock::text(lines),
+            ContentBlock::text(doc.to_string()),
+        ])
     };
     result.structured_content = Some(doc);
     result

@@ -22,11 +22,15 @@ struct Shared {
     token_bytes: Arc<Vec<Vec<u8>>>,
 }
 
+#[allow(
+    clippy::expect_used,
+    reason = "a once-initialized fixture has no caller to return an error to; a broken one \
+              fails every test that uses it, and the panic names it"
+)]
 fn shared() -> &'static Shared {
     static SHARED: OnceLock<Shared> = OnceLock::new();
     SHARED.get_or_init(|| {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/fixtures/tokenizer.json.gz");
-        // A broken fixture is a test failure either way; panicking names it.
         let tokenizer = load_tokenizer(&path).expect("tokenizer fixture");
         let env = TokenEnv::from_tokenizer(&tokenizer, QWEN_LOGITS).expect("token environment");
         let token_bytes = Arc::new(env.token_bytes());

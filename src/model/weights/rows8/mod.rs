@@ -37,6 +37,8 @@
 // the layout code stays compiled, unused.
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code, unused_imports))]
 
+#[cfg(target_arch = "x86_64")]
+mod dot256;
 mod q4k;
 mod q6k;
 mod shared;
@@ -47,6 +49,8 @@ use candle_core::quantized::{GgmlDType, QTensor};
 
 use crate::cpu::{candle_quantized_tier, CandleQuantTier};
 use crate::error::{Error, Result};
+#[cfg(target_arch = "x86_64")]
+use dot256::Body256;
 pub(crate) use shared::Kernel;
 use shared::{quantize_row, Q8Block, Q8_ZERO, QK_K, ROWS, TILE};
 
@@ -98,6 +102,7 @@ struct SendPtr<T>(*mut T);
 // SAFETY: only used for writes to disjoint elements, each by one worker, while the
 // owner waits for the pool to finish.
 unsafe impl<T> Send for SendPtr<T> {}
+// SAFETY: as for `Send`: workers share the pointer, never an element.
 unsafe impl<T> Sync for SendPtr<T> {}
 
 impl<T> SendPtr<T> {
@@ -122,7 +127,7 @@ fn lay_out<B: Copy + Send>(
 ) -> Result<Vec<B>> {
     let kb = k / QK_K;
     if data.len() != n * kb * stored || !n.is_multiple_of(ROWS) || !k.is_multiple_of(QK_K) {
-        return Err(Error::Internal(format!(
+        return Err(Error::internal(format!(
             "a {n}×{k} matrix of {} bytes in blocks of {stored}",
             data.len()
         )));
@@ -211,8 +216,13 @@ impl Rows8 {
         self.k
     }
 
-    /// Dot products of row group `g` with the first `count` of `rows`, into `dst[i][r]`.
-    fn group_dot(
+    /// Dot products of row group `g` with the first `count` (1 to [`TILE`]) of `rows`,
+    /// into `dst[i][r]`, with the kernels of `self.kernel`. Panics if a row of `rows` has
+    /// fewer than `k / 256` blocks or `g` is past the last group.
+    ///
+    /// # Safety
+    /// The CPU must run `self.kernel` ([`Kernel::runs_here`]); off x86-64 it runs none.
+    unsafe fn group_dot(
         &self,
         g: usize,
         rows: &[&[Q8Block]; TILE],
@@ -222,47 +232,73 @@ impl Rows8 {
         let kb = self.k / QK_K;
         let span = g * kb..(g + 1) * kb;
         #[cfg(target_arch = "x86_64")]
-        {
-            // The kernel instance for `count` activation rows.
-            macro_rules! by_count {
-                ($kernel:path, $blocks:expr) => {{
-                    use $kernel as group_dot;
-                    match count {
-                        1 => group_dot::<1>($blocks, rows, dst),
-                        2 => group_dot::<2>($blocks, rows, dst),
-                        3 => group_dot::<3>($blocks, rows, dst),
-                        _ => group_dot::<4>($blocks, rows, dst),
-                    }
-                }};
-            }
-            // SAFETY: only reached through `matmul`, which checked that the CPU runs
-            // `self.kernel`, the family the blocks are laid out for; every row of `rows`
-            // has `kb` blocks.
-            unsafe {
-                match (&self.blocks, self.kernel) {
-                    (Blocks::Q4K(b), Kernel::Avx2) => by_count!(q4k::group_dot, &b[span]),
-                    (Blocks::Q4K(b), Kernel::AvxVnni) => {
-                        by_count!(q4k::group_dot_avxvnni, &b[span])
-                    }
-                    (Blocks::Q4K(b), Kernel::Avx512Vnni) => {
-                        by_count!(q4k::group_dot_vnni, &b[span])
-                    }
-                    (Blocks::Q6K(b), Kernel::Avx2) => by_count!(q6k::group_dot, &b[span]),
-                    (Blocks::Q6K(b), Kernel::AvxVnni) => {
-                        by_count!(q6k::group_dot_avxvnni, &b[span])
-                    }
-                    (Blocks::Q6K(b), Kernel::Avx512Vnni) => {
-                        by_count!(q6k::group_dot_vnni, &b[span])
-                    }
-                }
+        // SAFETY: the caller guarantees the CPU runs `self.kernel`, the family the
+        // blocks are laid out for.
+        unsafe {
+            match &self.blocks {
+                Blocks::Q4K(b) => group_dot_on(self.kernel, &b[span], rows, count, dst),
+                Blocks::Q6K(b) => group_dot_on(self.kernel, &b[span], rows, count, dst),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
-            // `matmul` returns an error before any kernel where the CPU cannot run the
-            // blocks' family, which it never can off x86-64.
+            // The caller's guarantee cannot hold off x86-64.
             let _ = (span, rows, count, dst);
             unreachable!("the eight-row kernels run on x86-64 only")
+        }
+    }
+}
+
+/// A laid-out block type's kernels: the 256-bit body it shares between AVX2 and AVX-VNNI
+/// ([`Body256`]) and its AVX-512 VNNI kernel, which reads its own arrangement.
+#[cfg(target_arch = "x86_64")]
+trait Kernels: Body256 {
+    /// [`Body256::group_dot`] with AVX-512 VNNI, on blocks laid out for
+    /// [`Kernel::Avx512Vnni`].
+    ///
+    /// # Safety
+    /// The CPU must have what [`Kernel::Avx512Vnni`] needs.
+    unsafe fn group_dot_avx512<const R: usize>(
+        w: &[Self],
+        rows: &[&[Q8Block]; TILE],
+        dst: &mut [[f32; ROWS]; TILE],
+    );
+}
+
+/// [`Rows8::group_dot`] on the blocks `w` of one row group, laid out for `kernel`.
+///
+/// # Safety
+/// The CPU must run `kernel`.
+#[cfg(target_arch = "x86_64")]
+unsafe fn group_dot_on<B: Kernels>(
+    kernel: Kernel,
+    w: &[B],
+    rows: &[&[Q8Block]; TILE],
+    count: usize,
+    dst: &mut [[f32; ROWS]; TILE],
+) {
+    use dot256::{group_dot_avx2, group_dot_avxvnni};
+    // The kernel instance for `count` activation rows: `$call` with `$r` its count.
+    macro_rules! by_count {
+        (@$n:literal |$r:ident| $call:expr) => {{
+            const $r: usize = $n;
+            $call
+        }};
+        (|$r:ident| $call:expr) => {
+            match count {
+                1 => by_count!(@1 |$r| $call),
+                2 => by_count!(@2 |$r| $call),
+                3 => by_count!(@3 |$r| $call),
+                _ => by_count!(@4 |$r| $call),
+            }
+        };
+    }
+    // SAFETY: the caller guarantees the CPU runs `kernel`, the family each arm calls.
+    unsafe {
+        match kernel {
+            Kernel::Avx2 => by_count!(|R| group_dot_avx2::<B, R>(w, rows, dst)),
+            Kernel::AvxVnni => by_count!(|R| group_dot_avxvnni::<B, R>(w, rows, dst)),
+            Kernel::Avx512Vnni => by_count!(|R| B::group_dot_avx512::<R>(w, rows, dst)),
         }
     }
 }
@@ -275,7 +311,7 @@ pub(crate) fn matmul(mats: &[&Rows8], xs: &[f32], m: usize) -> Result<Vec<Vec<f3
         return Ok(Vec::new());
     };
     if mats.iter().any(|w| w.k != k || !w.kernel.runs_here()) || xs.len() != m * k {
-        return Err(Error::Internal(format!(
+        return Err(Error::internal(format!(
             "eight-row matmul of {} values as {m} rows of {k}",
             xs.len()
         )));
@@ -327,7 +363,8 @@ pub(crate) fn matmul(mats: &[&Rows8], xs: &[f32], m: usize) -> Result<Vec<Vec<f3
                 &lhs[row * kb..(row + 1) * kb]
             });
             let mut dst = [[0f32; ROWS]; TILE];
-            w.group_dot(g, &rows, count, &mut dst);
+            // SAFETY: every matrix's family runs on this CPU (checked above).
+            unsafe { w.group_dot(g, &rows, count, &mut dst) };
             for (i, vals) in dst.iter().take(count).enumerate() {
                 // SAFETY: this item alone writes columns 8g..8g+8 of rows row0..row0+count.
                 unsafe {
@@ -374,15 +411,19 @@ mod tests {
         here
     }
 
+    /// Every family this CPU runs, with each type it lays out.
+    fn families_and_types() -> impl Iterator<Item = (Kernel, GgmlDType)> {
+        kernels_here()
+            .into_iter()
+            .flat_map(|k| [(k, GgmlDType::Q4K), (k, GgmlDType::Q6K)])
+    }
+
     #[test]
     fn every_row_count_matches_candles_quantized_matmul() -> anyhow::Result<()> {
         let dev = Device::Cpu;
         // Shapes of the 2B model's projections (n scaled down), one block and several;
         // row counts covering one row, a partial tile, whole tiles and a remainder.
-        for (kernel, dtype) in kernels_here()
-            .into_iter()
-            .flat_map(|k| [(k, GgmlDType::Q4K), (k, GgmlDType::Q6K)])
-        {
+        for (kernel, dtype) in families_and_types() {
             for (seed, (n, k)) in [(1u64, (64, 256)), (2, (96, 2048)), (3, (48, 768))] {
                 let w = Tensor::from_vec(weights(seed, n, k), (n, k), &dev)?;
                 let rows8 = laid_out(&w, dtype, kernel)?;
@@ -437,50 +478,67 @@ mod tests {
     /// One-row matmuls (a decode step's kind) on weights far larger than the caches and on
     /// weights that stay in L2, in GB of weights per second of wall time, with the pool's
     /// threads (`CANDLE_NUM_THREADS`): whether the kernels are bound by memory or by
-    /// arithmetic. Run optimized with `--ignored --nocapture`.
+    /// arithmetic. Then one-row and four-row (a prefill tile) matmuls on the L2 weights in
+    /// GB per second of this thread's CPU time, which time given to other processes does
+    /// not count: the kernels' own speed, steady on a shared machine where wall time is
+    /// not, and all of it with `CANDLE_NUM_THREADS=1` (otherwise the other threads' share
+    /// is missing). Run optimized with `--ignored --nocapture`.
     #[test]
     #[ignore = "measurement"]
     fn rows8_gemv_bandwidth_timing() -> anyhow::Result<()> {
         let dev = Device::Cpu;
         let (n, k) = (6144, 2048);
-        for (kernel, dtype) in kernels_here()
-            .into_iter()
-            .flat_map(|k| [(k, GgmlDType::Q4K), (k, GgmlDType::Q6K)])
-        {
+        for (kernel, dtype) in families_and_types() {
             let w = Tensor::from_vec(weights(11, n, k), (n, k), &dev)?;
             let bytes_one = n * k / QK_K * dtype.type_size();
             // 16 distinct copies (~110-170 MB): every call reads from memory.
             let big: Vec<Arc<Rows8>> = (0..16)
                 .map(|_| laid_out(&w, dtype, kernel))
                 .collect::<anyhow::Result<_>>()?;
+            let small_rows = 512;
             let small = laid_out(
-                &Tensor::from_vec(weights(12, 256, k), (256, k), &dev)?,
+                &Tensor::from_vec(weights(12, small_rows, k), (small_rows, k), &dev)?,
                 dtype,
                 kernel,
             )?;
-            let x = weights(13, 1, k);
-            let time = |mats: &[&Rows8], reps: usize| -> anyhow::Result<f64> {
-                let mut best = f64::INFINITY;
+            let xs = weights(13, TILE, k);
+            // Best of three of `reps` rounds over `mats` with the first `m` rows of `xs`,
+            // timed by `clock`.
+            let time = |clock: fn(&mut dyn FnMut()) -> f64,
+                        mats: &[&Rows8],
+                        m: usize,
+                        reps: usize|
+             -> anyhow::Result<f64> {
+                let (mut best, mut failed) = (f64::INFINITY, None);
                 for _ in 0..3 {
-                    let t = std::time::Instant::now();
-                    for _ in 0..reps {
-                        for m in mats {
-                            matmul(&[m], &x, 1)?;
+                    let secs = clock(&mut || {
+                        for _ in 0..reps {
+                            for w in mats {
+                                if let Err(e) = matmul(&[w], &xs[..m * k], m) {
+                                    failed = Some(e);
+                                }
+                            }
                         }
-                    }
-                    best = best.min(t.elapsed().as_secs_f64());
+                    });
+                    best = best.min(secs);
                 }
-                Ok(best)
+                failed.map_or(Ok(best), |e| Err(e.into()))
             };
+            let wall: fn(&mut dyn FnMut()) -> f64 = |f| {
+                let t = std::time::Instant::now();
+                f();
+                t.elapsed().as_secs_f64()
+            };
+            let cpu: fn(&mut dyn FnMut()) -> f64 = |f| crate::cpu::math::thread_cpu_seconds(f);
             let big_refs: Vec<&Rows8> = big.iter().map(|m| m.as_ref()).collect();
-            let secs = time(&big_refs, 2)?;
-            let dram = (2 * 16 * bytes_one) as f64 / secs / 1e9;
-            let small_bytes = 256 * k / QK_K * dtype.type_size();
-            let secs = time(&[small.as_ref()], 2000)?;
-            let cached = (2000 * small_bytes) as f64 / secs / 1e9;
+            let dram = (2 * 16 * bytes_one) as f64 / time(wall, &big_refs, 1, 2)? / 1e9;
+            let small_bytes = (2000 * small_rows * k / QK_K * dtype.type_size()) as f64;
+            let cached = small_bytes / time(wall, &[small.as_ref()], 1, 2000)? / 1e9;
+            let one = small_bytes / time(cpu, &[small.as_ref()], 1, 2000)? / 1e9;
+            let four = small_bytes / 4.0 / time(cpu, &[small.as_ref()], TILE, 500)? / 1e9;
             println!(
-                "{kernel:?} {dtype:?} one-row matmul: {dram:.1} GB/s from memory, \
-                 {cached:.1} GB/s from L2"
+                "{kernel:?} {dtype:?}: one row {dram:.1} GB/s from memory, {cached:.1} GB/s \
+                 from L2; in CPU time from L2, one row {one:.1} GB/s, four rows {four:.1} GB/s"
             );
         }
         Ok(())

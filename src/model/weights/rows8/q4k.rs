@@ -6,13 +6,13 @@
 //! (high). A value is `d · scale · q - dmin · min`.
 //!
 //! Here, per eight rows: the nibble bytes of pair `p` of sub-blocks four at a time, all
-//! eight rows side by side; scales and mins one byte each. Within a 32-value sub-block
-//! the kernel sums products in 16-bit lanes before applying the scale, which cannot
+//! eight rows side by side; scales and mins one byte each. The AVX2 and AVX-VNNI kernels
+//! are one body with their dot step inlined (`dot256.rs`). Within a 32-value sub-block
+//! the AVX2 kernel sums products in 16-bit lanes before applying the scale, which cannot
 //! overflow: a pair of products is at most 2·15·127 = 3,810 and a lane sums eight pairs
-//! (30,480 < 32,767). The mins are folded in with the activation's per-sub-block sums.
-//!
-//! The AVX-VNNI kernel sums a sub-block's products with `vpdpbusd` into each row's 32-bit
-//! lane and applies the scale with a 32-bit multiply.
+//! (30,480 < 32,767). The AVX-VNNI kernel sums them with `vpdpbusd` into each row's
+//! 32-bit lane (at most 32·15·127 = 60,960: 32 bits, not 16) and applies the scale with a
+//! 32-bit multiply. The mins are folded in with the activation's per-sub-block sums.
 //!
 //! The AVX-512 kernel sums a sub-block's products with `vpdpbusd` into 32-bit lanes
 //! (`2r + t % 2` for row `r`, sixteen products each: at most 16·15·127 = 30,480 in
@@ -22,7 +22,11 @@
 
 use half::f16;
 
+#[cfg(target_arch = "x86_64")]
+use super::dot256::{Body256, DotStep};
 use super::shared::{Kernel, Q8Block, ROWS, TILE};
+#[cfg(target_arch = "x86_64")]
+use super::Kernels;
 
 /// Bytes of one stored Q4_K block.
 pub(super) const STORED_BYTES: usize = 144;
@@ -88,230 +92,155 @@ pub(super) fn interleave(kernel: Kernel, rows: [&[u8]; ROWS]) -> Block {
     out
 }
 
-/// Dot products of eight weight rows (`w`: their blocks) with the `R` first `rows`
-/// (Q8_K activation rows), into `dst[i][r]`.
-///
-/// # Safety
-/// The CPU must have AVX2, FMA and F16C; every row of `rows` has `w.len()` blocks.
+/// The AVX2 and AVX-VNNI kernel ([`Body256`]): per sub-block, the step's sums of a row's
+/// 32 products (AVX2: in two 16-bit lanes, at most 16·15·127 = 30,480 each; AVX-VNNI: in
+/// one 32-bit lane), times the sub-block's scale; the mins folded in per sub-block pair.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn group_dot<const R: usize>(
-    w: &[Block],
-    rows: &[&[Q8Block]; TILE],
-    dst: &mut [[f32; ROWS]; TILE],
-) {
-    use std::arch::x86_64::*;
-    // SAFETY: every read is within a block (offsets below 1024 / 64 / 256) and the
-    // caller guarantees the CPU features.
-    unsafe {
-        let m4 = _mm256_set1_epi8(0x0F);
-        let mut acc = [_mm256_setzero_ps(); R];
-        let mut acc_min = [_mm256_setzero_ps(); R];
-        for (b, blk) in w.iter().enumerate() {
-            let d = _mm256_cvtph_ps(_mm_loadu_si128(blk.d.as_ptr().cast()));
-            let dmin = _mm256_cvtph_ps(_mm_loadu_si128(blk.dmin.as_ptr().cast()));
-            let mut sums = [_mm256_setzero_si256(); R];
-            let mut min_sums = [_mm256_setzero_si256(); R];
-            for p in 0..4 {
-                super::shared::prefetch_ahead(blk, p);
-                let sc = _mm_loadu_si128(blk.scales.as_ptr().add(16 * p).cast());
-                let sc_lo = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(sc, sc));
-                let sc_hi = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sc, sc));
-                let mins =
-                    _mm256_cvtepu8_epi16(_mm_loadu_si128(blk.mins.as_ptr().add(16 * p).cast()));
-                let mut lo_acc = [_mm256_setzero_si256(); R];
-                let mut hi_acc = [_mm256_setzero_si256(); R];
-                for t in 0..8 {
-                    let raw = _mm256_load_si256(blk.qs.as_ptr().add(256 * p + 32 * t).cast());
-                    let lo = _mm256_and_si256(raw, m4);
-                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(raw), m4);
+impl Body256 for Block {
+    #[inline(always)]
+    unsafe fn group_dot<D: DotStep, const R: usize>(
+        w: &[Block],
+        rows: &[&[Q8Block]; TILE],
+        dst: &mut [[f32; ROWS]; TILE],
+    ) {
+        use std::arch::x86_64::*;
+        // SAFETY: every read is within a block (offsets below 1024 / 64 / 256) or an
+        // activation block (below 256), and the caller guarantees the CPU features.
+        unsafe {
+            let m4 = _mm256_set1_epi8(0x0F);
+            let mut acc = [_mm256_setzero_ps(); R];
+            let mut acc_min = [_mm256_setzero_ps(); R];
+            for (b, blk) in w.iter().enumerate() {
+                let d = _mm256_cvtph_ps(_mm_loadu_si128(blk.d.as_ptr().cast()));
+                let dmin = _mm256_cvtph_ps(_mm_loadu_si128(blk.dmin.as_ptr().cast()));
+                let mut sums = [_mm256_setzero_si256(); R];
+                let mut min_sums = [_mm256_setzero_si256(); R];
+                for p in 0..4 {
+                    super::shared::prefetch_ahead(blk, p);
+                    let sc = _mm_loadu_si128(blk.scales.as_ptr().add(16 * p).cast());
+                    let [sc_lo, sc_hi] = D::widen_u8_scales(sc);
+                    let mins =
+                        _mm256_cvtepu8_epi16(_mm_loadu_si128(blk.mins.as_ptr().add(16 * p).cast()));
+                    let mut lo_acc = [_mm256_setzero_si256(); R];
+                    let mut hi_acc = [_mm256_setzero_si256(); R];
+                    for t in 0..8 {
+                        let raw = _mm256_load_si256(blk.qs.as_ptr().add(256 * p + 32 * t).cast());
+                        let lo = _mm256_and_si256(raw, m4);
+                        let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(raw), m4);
+                        for i in 0..R {
+                            let x = rows[i][b].qs.as_ptr().add(64 * p + 4 * t);
+                            let x_lo = _mm256_set1_epi32(x.cast::<i32>().read_unaligned());
+                            let x_hi = _mm256_set1_epi32(x.add(32).cast::<i32>().read_unaligned());
+                            lo_acc[i] = D::dot4(lo_acc[i], lo, x_lo);
+                            hi_acc[i] = D::dot4(hi_acc[i], hi, x_hi);
+                        }
+                    }
                     for i in 0..R {
-                        let x = rows[i][b].qs.as_ptr().add(64 * p + 4 * t);
-                        let x_lo = _mm256_set1_epi32(x.cast::<i32>().read_unaligned());
-                        let x_hi = _mm256_set1_epi32(x.add(32).cast::<i32>().read_unaligned());
-                        lo_acc[i] = _mm256_add_epi16(lo_acc[i], _mm256_maddubs_epi16(lo, x_lo));
-                        hi_acc[i] = _mm256_add_epi16(hi_acc[i], _mm256_maddubs_epi16(hi, x_hi));
+                        let scaled = _mm256_add_epi32(
+                            D::scale(lo_acc[i], sc_lo),
+                            D::scale(hi_acc[i], sc_hi),
+                        );
+                        sums[i] = _mm256_add_epi32(sums[i], scaled);
+                        let pair = _mm256_set1_epi32(rows[i][b].pair_sums[p]);
+                        min_sums[i] = _mm256_add_epi32(min_sums[i], _mm256_madd_epi16(mins, pair));
                     }
                 }
                 for i in 0..R {
-                    let scaled = _mm256_add_epi32(
-                        _mm256_madd_epi16(lo_acc[i], sc_lo),
-                        _mm256_madd_epi16(hi_acc[i], sc_hi),
+                    let dy = _mm256_set1_ps(rows[i][b].d);
+                    acc[i] =
+                        _mm256_fmadd_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(sums[i]), acc[i]);
+                    acc_min[i] = _mm256_fmadd_ps(
+                        _mm256_mul_ps(dmin, dy),
+                        _mm256_cvtepi32_ps(min_sums[i]),
+                        acc_min[i],
                     );
-                    sums[i] = _mm256_add_epi32(sums[i], scaled);
-                    let pair = _mm256_set1_epi32(rows[i][b].pair_sums[p]);
-                    min_sums[i] = _mm256_add_epi32(min_sums[i], _mm256_madd_epi16(mins, pair));
                 }
             }
             for i in 0..R {
-                let dy = _mm256_set1_ps(rows[i][b].d);
-                acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(sums[i]), acc[i]);
-                acc_min[i] = _mm256_fmadd_ps(
-                    _mm256_mul_ps(dmin, dy),
-                    _mm256_cvtepi32_ps(min_sums[i]),
-                    acc_min[i],
-                );
+                _mm256_storeu_ps(dst[i].as_mut_ptr(), _mm256_sub_ps(acc[i], acc_min[i]));
             }
-        }
-        for i in 0..R {
-            _mm256_storeu_ps(dst[i].as_mut_ptr(), _mm256_sub_ps(acc[i], acc_min[i]));
         }
     }
 }
 
-/// [`group_dot`] with AVX-VNNI, on blocks laid out for [`Kernel::AvxVnni`] (the AVX2
-/// layout): `vpdpbusd` sums a row's four products per group straight into its 32-bit
-/// lane, and the scales are applied per sub-block with a 32-bit multiply (a lane's
-/// sum of 32 products, at most 32·15·127 = 60,960, fits 32 bits, not 16).
-///
-/// # Safety
-/// The CPU must have what [`Kernel::AvxVnni`] needs; every row of `rows` has `w.len()`
-/// blocks.
+/// The AVX-512 VNNI kernel, on blocks laid out for [`Kernel::Avx512Vnni`].
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,avxvnni,fma,f16c")]
-pub(super) unsafe fn group_dot_avxvnni<const R: usize>(
-    w: &[Block],
-    rows: &[&[Q8Block]; TILE],
-    dst: &mut [[f32; ROWS]; TILE],
-) {
-    use std::arch::x86_64::*;
-    // SAFETY: every read is within a block (offsets below 1024 / 64 / 256) and the
-    // caller guarantees the CPU features.
-    unsafe {
-        let m4 = _mm256_set1_epi8(0x0F);
-        let mut acc = [_mm256_setzero_ps(); R];
-        let mut acc_min = [_mm256_setzero_ps(); R];
-        for (b, blk) in w.iter().enumerate() {
-            let d = _mm256_cvtph_ps(_mm_loadu_si128(blk.d.as_ptr().cast()));
-            let dmin = _mm256_cvtph_ps(_mm_loadu_si128(blk.dmin.as_ptr().cast()));
-            let mut sums = [_mm256_setzero_si256(); R];
-            let mut min_sums = [_mm256_setzero_si256(); R];
-            for p in 0..4 {
-                super::shared::prefetch_ahead(blk, p);
-                let sc = _mm_loadu_si128(blk.scales.as_ptr().add(16 * p).cast());
-                let sc_lo = _mm256_cvtepu8_epi32(sc);
-                let sc_hi = _mm256_cvtepu8_epi32(_mm_srli_si128::<8>(sc));
-                let mins =
-                    _mm256_cvtepu8_epi16(_mm_loadu_si128(blk.mins.as_ptr().add(16 * p).cast()));
-                let mut lo_acc = [_mm256_setzero_si256(); R];
-                let mut hi_acc = [_mm256_setzero_si256(); R];
-                for t in 0..8 {
-                    let raw = _mm256_load_si256(blk.qs.as_ptr().add(256 * p + 32 * t).cast());
-                    let lo = _mm256_and_si256(raw, m4);
-                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(raw), m4);
+impl Kernels for Block {
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    unsafe fn group_dot_avx512<const R: usize>(
+        w: &[Block],
+        rows: &[&[Q8Block]; TILE],
+        dst: &mut [[f32; ROWS]; TILE],
+    ) {
+        use std::arch::x86_64::*;
+        // SAFETY: every read is within a block (offsets below 1024 / 64 / 256) and the
+        // caller guarantees the CPU features. Blocks are 32-byte aligned, so the 64-byte
+        // loads are unaligned ones.
+        unsafe {
+            let m4 = _mm512_set1_epi8(0x0F);
+            let mut acc = [_mm512_setzero_ps(); R];
+            let mut acc_min = [_mm256_setzero_ps(); R];
+            for (b, blk) in w.iter().enumerate() {
+                // Each row's `d` twice, for its two lanes.
+                let d8 = _mm_loadu_si128(blk.d.as_ptr().cast());
+                let d = _mm512_cvtph_ps(_mm256_set_m128i(
+                    _mm_unpackhi_epi16(d8, d8),
+                    _mm_unpacklo_epi16(d8, d8),
+                ));
+                let dmin = _mm256_cvtph_ps(_mm_loadu_si128(blk.dmin.as_ptr().cast()));
+                let mut sums = [_mm512_setzero_si512(); R];
+                let mut min_sums = [_mm256_setzero_si256(); R];
+                for p in 0..4 {
+                    super::shared::prefetch_ahead(blk, p);
+                    let sc = _mm_loadu_si128(blk.scales.as_ptr().add(16 * p).cast());
+                    let sc_lo = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(sc, sc));
+                    let sc_hi = _mm512_cvtepu8_epi32(_mm_unpackhi_epi8(sc, sc));
+                    let mins =
+                        _mm256_cvtepu8_epi16(_mm_loadu_si128(blk.mins.as_ptr().add(16 * p).cast()));
+                    let mut lo_acc = [_mm512_setzero_si512(); R];
+                    let mut hi_acc = [_mm512_setzero_si512(); R];
+                    for half in 0..4 {
+                        let raw =
+                            _mm512_loadu_si512(blk.qs.as_ptr().add(256 * p + 64 * half).cast());
+                        let lo = _mm512_and_si512(raw, m4);
+                        let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(raw), m4);
+                        for i in 0..R {
+                            // Groups t = 2·half and 2·half + 1: eight activation bytes.
+                            let x = rows[i][b].qs.as_ptr().add(64 * p + 8 * half);
+                            let x_lo = _mm512_set1_epi64(x.cast::<i64>().read_unaligned());
+                            let x_hi = _mm512_set1_epi64(x.add(32).cast::<i64>().read_unaligned());
+                            lo_acc[i] = _mm512_dpbusd_epi32(lo_acc[i], lo, x_lo);
+                            hi_acc[i] = _mm512_dpbusd_epi32(hi_acc[i], hi, x_hi);
+                        }
+                    }
                     for i in 0..R {
-                        let x = rows[i][b].qs.as_ptr().add(64 * p + 4 * t);
-                        let x_lo = _mm256_set1_epi32(x.cast::<i32>().read_unaligned());
-                        let x_hi = _mm256_set1_epi32(x.add(32).cast::<i32>().read_unaligned());
-                        lo_acc[i] = _mm256_dpbusd_avx_epi32(lo_acc[i], lo, x_lo);
-                        hi_acc[i] = _mm256_dpbusd_avx_epi32(hi_acc[i], hi, x_hi);
+                        sums[i] = _mm512_dpwssd_epi32(sums[i], lo_acc[i], sc_lo);
+                        sums[i] = _mm512_dpwssd_epi32(sums[i], hi_acc[i], sc_hi);
+                        let pair = _mm256_set1_epi32(rows[i][b].pair_sums[p]);
+                        min_sums[i] = _mm256_add_epi32(min_sums[i], _mm256_madd_epi16(mins, pair));
                     }
                 }
                 for i in 0..R {
-                    let scaled = _mm256_add_epi32(
-                        _mm256_mullo_epi32(lo_acc[i], sc_lo),
-                        _mm256_mullo_epi32(hi_acc[i], sc_hi),
+                    let dy = rows[i][b].d;
+                    acc[i] = _mm512_fmadd_ps(
+                        _mm512_mul_ps(d, _mm512_set1_ps(dy)),
+                        _mm512_cvtepi32_ps(sums[i]),
+                        acc[i],
                     );
-                    sums[i] = _mm256_add_epi32(sums[i], scaled);
-                    let pair = _mm256_set1_epi32(rows[i][b].pair_sums[p]);
-                    min_sums[i] = _mm256_add_epi32(min_sums[i], _mm256_madd_epi16(mins, pair));
+                    acc_min[i] = _mm256_fmadd_ps(
+                        _mm256_mul_ps(dmin, _mm256_set1_ps(dy)),
+                        _mm256_cvtepi32_ps(min_sums[i]),
+                        acc_min[i],
+                    );
                 }
             }
             for i in 0..R {
-                let dy = _mm256_set1_ps(rows[i][b].d);
-                acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(sums[i]), acc[i]);
-                acc_min[i] = _mm256_fmadd_ps(
-                    _mm256_mul_ps(dmin, dy),
-                    _mm256_cvtepi32_ps(min_sums[i]),
-                    acc_min[i],
-                );
-            }
-        }
-        for i in 0..R {
-            _mm256_storeu_ps(dst[i].as_mut_ptr(), _mm256_sub_ps(acc[i], acc_min[i]));
-        }
-    }
-}
-
-/// [`group_dot`] with AVX-512 VNNI, on blocks laid out for [`Kernel::Avx512Vnni`].
-///
-/// # Safety
-/// The CPU must have what [`Kernel::Avx512Vnni`] needs; every row of `rows` has
-/// `w.len()` blocks.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(super) unsafe fn group_dot_vnni<const R: usize>(
-    w: &[Block],
-    rows: &[&[Q8Block]; TILE],
-    dst: &mut [[f32; ROWS]; TILE],
-) {
-    use std::arch::x86_64::*;
-    // SAFETY: every read is within a block (offsets below 1024 / 64 / 256) and the
-    // caller guarantees the CPU features. Blocks are 32-byte aligned, so the 64-byte
-    // loads are unaligned ones.
-    unsafe {
-        let m4 = _mm512_set1_epi8(0x0F);
-        let mut acc = [_mm512_setzero_ps(); R];
-        let mut acc_min = [_mm256_setzero_ps(); R];
-        for (b, blk) in w.iter().enumerate() {
-            // Each row's `d` twice, for its two lanes.
-            let d8 = _mm_loadu_si128(blk.d.as_ptr().cast());
-            let d = _mm512_cvtph_ps(_mm256_set_m128i(
-                _mm_unpackhi_epi16(d8, d8),
-                _mm_unpacklo_epi16(d8, d8),
-            ));
-            let dmin = _mm256_cvtph_ps(_mm_loadu_si128(blk.dmin.as_ptr().cast()));
-            let mut sums = [_mm512_setzero_si512(); R];
-            let mut min_sums = [_mm256_setzero_si256(); R];
-            for p in 0..4 {
-                super::shared::prefetch_ahead(blk, p);
-                let sc = _mm_loadu_si128(blk.scales.as_ptr().add(16 * p).cast());
-                let sc_lo = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(sc, sc));
-                let sc_hi = _mm512_cvtepu8_epi32(_mm_unpackhi_epi8(sc, sc));
-                let mins =
-                    _mm256_cvtepu8_epi16(_mm_loadu_si128(blk.mins.as_ptr().add(16 * p).cast()));
-                let mut lo_acc = [_mm512_setzero_si512(); R];
-                let mut hi_acc = [_mm512_setzero_si512(); R];
-                for half in 0..4 {
-                    let raw = _mm512_loadu_si512(blk.qs.as_ptr().add(256 * p + 64 * half).cast());
-                    let lo = _mm512_and_si512(raw, m4);
-                    let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(raw), m4);
-                    for i in 0..R {
-                        // Groups t = 2·half and 2·half + 1: eight activation bytes.
-                        let x = rows[i][b].qs.as_ptr().add(64 * p + 8 * half);
-                        let x_lo = _mm512_set1_epi64(x.cast::<i64>().read_unaligned());
-                        let x_hi = _mm512_set1_epi64(x.add(32).cast::<i64>().read_unaligned());
-                        lo_acc[i] = _mm512_dpbusd_epi32(lo_acc[i], lo, x_lo);
-                        hi_acc[i] = _mm512_dpbusd_epi32(hi_acc[i], hi, x_hi);
-                    }
+                let (mut lanes, mut mins) = ([0f32; 2 * ROWS], [0f32; ROWS]);
+                _mm512_storeu_ps(lanes.as_mut_ptr(), acc[i]);
+                _mm256_storeu_ps(mins.as_mut_ptr(), acc_min[i]);
+                for r in 0..ROWS {
+                    dst[i][r] = lanes[2 * r] + lanes[2 * r + 1] - mins[r];
                 }
-                for i in 0..R {
-                    sums[i] = _mm512_dpwssd_epi32(sums[i], lo_acc[i], sc_lo);
-                    sums[i] = _mm512_dpwssd_epi32(sums[i], hi_acc[i], sc_hi);
-                    let pair = _mm256_set1_epi32(rows[i][b].pair_sums[p]);
-                    min_sums[i] = _mm256_add_epi32(min_sums[i], _mm256_madd_epi16(mins, pair));
-                }
-            }
-            for i in 0..R {
-                let dy = rows[i][b].d;
-                acc[i] = _mm512_fmadd_ps(
-                    _mm512_mul_ps(d, _mm512_set1_ps(dy)),
-                    _mm512_cvtepi32_ps(sums[i]),
-                    acc[i],
-                );
-                acc_min[i] = _mm256_fmadd_ps(
-                    _mm256_mul_ps(dmin, _mm256_set1_ps(dy)),
-                    _mm256_cvtepi32_ps(min_sums[i]),
-                    acc_min[i],
-                );
-            }
-        }
-        for i in 0..R {
-            let (mut lanes, mut mins) = ([0f32; 2 * ROWS], [0f32; ROWS]);
-            _mm512_storeu_ps(lanes.as_mut_ptr(), acc[i]);
-            _mm256_storeu_ps(mins.as_mut_ptr(), acc_min[i]);
-            for r in 0..ROWS {
-                dst[i][r] = lanes[2 * r] + lanes[2 * r + 1] - mins[r];
             }
         }
     }

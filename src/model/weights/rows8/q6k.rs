@@ -7,16 +7,15 @@
 //! Here, per eight rows: the low four bits arranged as in `q4k.rs` (a byte holds value
 //! `64p + 4t + c` in its low nibble and `64p + 32 + 4t + c` in its high one), the high
 //! two bits of two such bytes in one byte (so one 32-byte load serves two nibble loads),
-//! scales side by side and the rows' `d` as f32. The kernel sums a 16-value group's
-//! products in 16-bit lanes and adds the activation's `-32 · Σx` for the same lanes
-//! before applying the scale: the partial sums may wrap, but the 16-bit sum of
+//! scales side by side and the rows' `d` as f32. The AVX2 and AVX-VNNI kernels are one
+//! body with their dot step inlined (`dot256.rs`). The AVX2 kernel sums a 16-value
+//! group's products in 16-bit lanes starting from the activation's `-32 · Σx` for the
+//! same lanes, then applies the scale: the partial sums may wrap, but the 16-bit sum of
 //! `(q - 32) · x` over a lane's eight values is at most 8·32·127 = 32,512 in magnitude,
 //! so the wrapped arithmetic ends exact. Products never saturate (`maddubs` of two
-//! products: at most 2·63·127 = 16,002).
-//!
-//! The AVX-VNNI kernel sums a 16-value group's products with `vpdpbusd` into each row's
-//! 32-bit lane, starting from the group's `-32 · Σx`, and applies the scale with a
-//! 32-bit multiply.
+//! products: at most 2·63·127 = 16,002). The AVX-VNNI kernel sums them with `vpdpbusd`
+//! into each row's 32-bit lane, starting from the group's `-32 · Σx`, and applies the
+//! scale with a 32-bit multiply.
 //!
 //! The AVX-512 kernel sums with `vpdpbusd` into 32-bit lanes (`2r + t % 2` for row
 //! `r`, the nibble order of `q4k.rs`), each starting from the activation's `-32 · Σx`
@@ -25,7 +24,11 @@
 
 use half::f16;
 
+#[cfg(target_arch = "x86_64")]
+use super::dot256::{Body256, DotStep};
 use super::shared::{Kernel, Q8Block, ROWS, TILE};
+#[cfg(target_arch = "x86_64")]
+use super::Kernels;
 
 /// Bytes of one stored Q6_K block.
 pub(super) const STORED_BYTES: usize = 210;
@@ -108,266 +111,172 @@ pub(super) fn interleave(kernel: Kernel, rows: [&[u8]; ROWS]) -> Block {
     out
 }
 
-/// Dot products of eight weight rows (`w`: their blocks) with the `R` first `rows`
-/// (Q8_K activation rows), into `dst[i][r]`.
-///
-/// # Safety
-/// The CPU must have AVX2, FMA and F16C; every row of `rows` has `w.len()` blocks.
+/// The AVX2 and AVX-VNNI kernel ([`Body256`]): per 16-value group, the step's sums of a
+/// row's products starting from the activation's `-32 · Σx` (AVX2: two 16-bit lanes, exact
+/// after wrapping, see the module docs; AVX-VNNI: one 32-bit lane, at most 16·32·127 =
+/// 65,024 in magnitude), times the group's scale.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn group_dot<const R: usize>(
-    w: &[Block],
-    rows: &[&[Q8Block]; TILE],
-    dst: &mut [[f32; ROWS]; TILE],
-) {
-    use std::arch::x86_64::*;
-    // SAFETY: every read is within a block (offsets below 1024 / 512 / 128 / 256) and
-    // the caller guarantees the CPU features.
-    unsafe {
-        let m4 = _mm256_set1_epi8(0x0F);
-        let m30 = _mm256_set1_epi8(0x30);
-        let mut acc = [_mm256_setzero_ps(); R];
-        for (b, blk) in w.iter().enumerate() {
-            let d = _mm256_loadu_ps(blk.d.as_ptr());
-            let mut sums = [_mm256_setzero_si256(); R];
-            for p in 0..4 {
-                super::shared::prefetch_ahead(blk, p);
-                // Scales of groups 4p, 4p+1 (low nibbles) and 4p+2, 4p+3 (high), each
-                // row's twice, for the two 16-bit lanes its products land in.
-                let s_lo = _mm_loadu_si128(blk.scales.as_ptr().add(32 * p).cast());
-                let s_hi = _mm_loadu_si128(blk.scales.as_ptr().add(32 * p + 16).cast());
-                let sc_lo = [
-                    _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s_lo, s_lo)),
-                    _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(s_lo, s_lo)),
-                ];
-                let sc_hi = [
-                    _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s_hi, s_hi)),
-                    _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(s_hi, s_hi)),
-                ];
-                // One 16-value group of each row at a time (group 4p + u from the low
-                // nibbles, 4p + 2 + u from the high ones): R accumulators stay in
-                // registers even at R = 4; the nibble bytes are re-read from L1 instead.
-                for u in 0..2 {
-                    for (high_nibbles, sc, group) in [
-                        (false, sc_lo[u], 4 * p + u),
-                        (true, sc_hi[u], 4 * p + 2 + u),
-                    ] {
-                        let mut acc16 = [_mm256_setzero_si256(); R];
-                        for t in 4 * u..4 * u + 4 {
-                            let raw =
-                                _mm256_load_si256(blk.qs.as_ptr().add(256 * p + 32 * t).cast());
-                            let hb = _mm256_load_si256(
-                                blk.high.as_ptr().add(128 * p + 32 * (t / 2)).cast(),
-                            );
-                            // The two high bits of this value to bits 4-5 (layout in `high`).
-                            let top = match (t % 2, high_nibbles) {
-                                (0, false) => _mm256_slli_epi16::<4>(hb),
-                                (0, true) => _mm256_slli_epi16::<2>(hb),
-                                (_, false) => hb,
-                                (_, true) => _mm256_srli_epi16::<2>(hb),
-                            };
-                            let low = if high_nibbles {
-                                _mm256_srli_epi16::<4>(raw)
-                            } else {
-                                raw
-                            };
-                            let q = _mm256_or_si256(
-                                _mm256_and_si256(low, m4),
-                                _mm256_and_si256(top, m30),
-                            );
-                            let at = 64 * p + 32 * usize::from(high_nibbles) + 4 * t;
-                            for i in 0..R {
-                                let x = rows[i][b].qs.as_ptr().add(at).cast::<i32>();
-                                let x = _mm256_set1_epi32(x.read_unaligned());
-                                acc16[i] = _mm256_add_epi16(acc16[i], _mm256_maddubs_epi16(q, x));
+impl Body256 for Block {
+    #[inline(always)]
+    unsafe fn group_dot<D: DotStep, const R: usize>(
+        w: &[Block],
+        rows: &[&[Q8Block]; TILE],
+        dst: &mut [[f32; ROWS]; TILE],
+    ) {
+        use std::arch::x86_64::*;
+        // SAFETY: every read is within a block (offsets below 1024 / 512 / 128) or an
+        // activation block (below 256), and the caller guarantees the CPU features.
+        unsafe {
+            let m4 = _mm256_set1_epi8(0x0F);
+            let m30 = _mm256_set1_epi8(0x30);
+            let mut acc = [_mm256_setzero_ps(); R];
+            for (b, blk) in w.iter().enumerate() {
+                let d = _mm256_loadu_ps(blk.d.as_ptr());
+                let mut sums = [_mm256_setzero_si256(); R];
+                for p in 0..4 {
+                    super::shared::prefetch_ahead(blk, p);
+                    // One 16-value group of each row at a time (group 4p + u from the low
+                    // nibbles, 4p + 2 + u from the high ones): R accumulators stay in
+                    // registers even at R = 4; the nibble bytes are re-read from L1 instead.
+                    for u in 0..2 {
+                        for high_nibbles in [false, true] {
+                            let group = 4 * p + 2 * usize::from(high_nibbles) + u;
+                            let sc = D::load_i8_scales(blk.scales.as_ptr().add(8 * group));
+                            let mut group_acc: [__m256i; R] =
+                                std::array::from_fn(|i| D::q6k_start(&rows[i][b], group));
+                            for t in 4 * u..4 * u + 4 {
+                                let raw =
+                                    _mm256_load_si256(blk.qs.as_ptr().add(256 * p + 32 * t).cast());
+                                let hb = _mm256_load_si256(
+                                    blk.high.as_ptr().add(128 * p + 32 * (t / 2)).cast(),
+                                );
+                                // The two high bits of this value to bits 4-5 (see `high_at`).
+                                let top = match (t % 2, high_nibbles) {
+                                    (0, false) => _mm256_slli_epi16::<4>(hb),
+                                    (0, true) => _mm256_slli_epi16::<2>(hb),
+                                    (_, false) => hb,
+                                    (_, true) => _mm256_srli_epi16::<2>(hb),
+                                };
+                                let low = if high_nibbles {
+                                    _mm256_srli_epi16::<4>(raw)
+                                } else {
+                                    raw
+                                };
+                                let q = _mm256_or_si256(
+                                    _mm256_and_si256(low, m4),
+                                    _mm256_and_si256(top, m30),
+                                );
+                                let at = 64 * p + 32 * usize::from(high_nibbles) + 4 * t;
+                                for i in 0..R {
+                                    let x = rows[i][b].qs.as_ptr().add(at).cast::<i32>();
+                                    let x = _mm256_set1_epi32(x.read_unaligned());
+                                    group_acc[i] = D::dot4(group_acc[i], q, x);
+                                }
                             }
-                        }
-                        for i in 0..R {
-                            let offset = _mm256_set1_epi32(rows[i][b].offsets[group]);
-                            let exact = _mm256_add_epi16(acc16[i], offset);
-                            sums[i] = _mm256_add_epi32(sums[i], _mm256_madd_epi16(exact, sc));
+                            for i in 0..R {
+                                sums[i] = _mm256_add_epi32(sums[i], D::scale(group_acc[i], sc));
+                            }
                         }
                     }
                 }
+                for i in 0..R {
+                    let dy = _mm256_set1_ps(rows[i][b].d);
+                    acc[i] =
+                        _mm256_fmadd_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(sums[i]), acc[i]);
+                }
             }
             for i in 0..R {
-                let dy = _mm256_set1_ps(rows[i][b].d);
-                acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(sums[i]), acc[i]);
+                _mm256_storeu_ps(dst[i].as_mut_ptr(), acc[i]);
             }
-        }
-        for i in 0..R {
-            _mm256_storeu_ps(dst[i].as_mut_ptr(), acc[i]);
         }
     }
 }
 
-/// [`group_dot`] with AVX-VNNI, on blocks laid out for [`Kernel::AvxVnni`] (the AVX2
-/// layout): `vpdpbusd` sums a row's products over a 16-value group into its 32-bit lane,
-/// which starts at the group's `-32 · Σx` (so it ends at `Σ (q - 32) · x`, at most
-/// 16·32·127 = 65,024 in magnitude: 32 bits, not 16), and the scale is applied with a
-/// 32-bit multiply.
-///
-/// # Safety
-/// The CPU must have what [`Kernel::AvxVnni`] needs; every row of `rows` has `w.len()`
-/// blocks.
+/// The AVX-512 VNNI kernel, on blocks laid out for [`Kernel::Avx512Vnni`].
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,avxvnni,fma,f16c")]
-pub(super) unsafe fn group_dot_avxvnni<const R: usize>(
-    w: &[Block],
-    rows: &[&[Q8Block]; TILE],
-    dst: &mut [[f32; ROWS]; TILE],
-) {
-    use std::arch::x86_64::*;
-    // SAFETY: every read is within a block (offsets below 1024 / 512 / 128 / 256, and
-    // 32 lane offsets) and the caller guarantees the CPU features.
-    unsafe {
-        let m4 = _mm256_set1_epi8(0x0F);
-        let m30 = _mm256_set1_epi8(0x30);
-        let mut acc = [_mm256_setzero_ps(); R];
-        for (b, blk) in w.iter().enumerate() {
-            let d = _mm256_loadu_ps(blk.d.as_ptr());
-            let mut sums = [_mm256_setzero_si256(); R];
-            for p in 0..4 {
-                super::shared::prefetch_ahead(blk, p);
-                for u in 0..2 {
-                    for high_nibbles in [false, true] {
-                        let group = 4 * p + 2 * usize::from(high_nibbles) + u;
-                        let s = _mm_loadl_epi64(blk.scales.as_ptr().add(8 * group).cast());
-                        let sc = _mm256_cvtepi8_epi32(s);
-                        let mut acc32: [__m256i; R] = std::array::from_fn(|i| {
-                            let o = &rows[i][b].lane_offsets;
-                            _mm256_set1_epi32(o[2 * group] + o[2 * group + 1])
-                        });
-                        for t in 4 * u..4 * u + 4 {
-                            let raw =
-                                _mm256_load_si256(blk.qs.as_ptr().add(256 * p + 32 * t).cast());
-                            let hb = _mm256_load_si256(
-                                blk.high.as_ptr().add(128 * p + 32 * (t / 2)).cast(),
-                            );
-                            // The two high bits of this value to bits 4-5 (see `high_at`).
-                            let top = match (t % 2, high_nibbles) {
-                                (0, false) => _mm256_slli_epi16::<4>(hb),
-                                (0, true) => _mm256_slli_epi16::<2>(hb),
-                                (_, false) => hb,
-                                (_, true) => _mm256_srli_epi16::<2>(hb),
-                            };
-                            let low = if high_nibbles {
-                                _mm256_srli_epi16::<4>(raw)
-                            } else {
-                                raw
-                            };
-                            let q = _mm256_or_si256(
-                                _mm256_and_si256(low, m4),
-                                _mm256_and_si256(top, m30),
-                            );
-                            let at = 64 * p + 32 * usize::from(high_nibbles) + 4 * t;
-                            for i in 0..R {
-                                let x = rows[i][b].qs.as_ptr().add(at).cast::<i32>();
-                                let x = _mm256_set1_epi32(x.read_unaligned());
-                                acc32[i] = _mm256_dpbusd_avx_epi32(acc32[i], q, x);
+impl Kernels for Block {
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+    unsafe fn group_dot_avx512<const R: usize>(
+        w: &[Block],
+        rows: &[&[Q8Block]; TILE],
+        dst: &mut [[f32; ROWS]; TILE],
+    ) {
+        use std::arch::x86_64::*;
+        // SAFETY: every read is within a block (offsets below 1024 / 512 / 128) or an
+        // activation block (below 256, and 32 lane offsets), and the caller guarantees the
+        // CPU features. Blocks are 32-byte aligned: the 64-byte loads are unaligned ones.
+        unsafe {
+            let m4 = _mm512_set1_epi8(0x0F);
+            let m30 = _mm512_set1_epi8(0x30);
+            // Lane 2r and 2r + 1 take row r's `d`.
+            let twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+            let mut acc = [_mm512_setzero_ps(); R];
+            for (b, blk) in w.iter().enumerate() {
+                let d = _mm512_permutexvar_ps(
+                    twice,
+                    _mm512_castps256_ps512(_mm256_loadu_ps(blk.d.as_ptr())),
+                );
+                let mut sums = [_mm512_setzero_si512(); R];
+                for p in 0..4 {
+                    super::shared::prefetch_ahead(blk, p);
+                    for u in 0..2 {
+                        let hb = _mm512_loadu_si512(blk.high.as_ptr().add(128 * p + 64 * u).cast());
+                        for high_nibbles in [false, true] {
+                            let group = 4 * p + 2 * usize::from(high_nibbles) + u;
+                            // Row r's scale in the low half of lanes 2r and 2r + 1.
+                            let s = _mm_loadl_epi64(blk.scales.as_ptr().add(8 * group).cast());
+                            let sc = _mm512_cvtepu16_epi32(_mm256_cvtepi8_epi16(
+                                _mm_unpacklo_epi8(s, s),
+                            ));
+                            let mut acc32: [__m512i; R] = std::array::from_fn(|i| {
+                                let offsets = rows[i][b].lane_offsets.as_ptr().add(2 * group);
+                                _mm512_set1_epi64(offsets.cast::<i64>().read_unaligned())
+                            });
+                            for half in 2 * u..2 * u + 2 {
+                                let raw = _mm512_loadu_si512(
+                                    blk.qs.as_ptr().add(256 * p + 64 * half).cast(),
+                                );
+                                // The two high bits of this value to bits 4-5 (see `high_at`).
+                                let top = match (half % 2, high_nibbles) {
+                                    (0, false) => _mm512_slli_epi16::<4>(hb),
+                                    (0, true) => _mm512_slli_epi16::<2>(hb),
+                                    (_, false) => hb,
+                                    (_, true) => _mm512_srli_epi16::<2>(hb),
+                                };
+                                let low = if high_nibbles {
+                                    _mm512_srli_epi16::<4>(raw)
+                                } else {
+                                    raw
+                                };
+                                let q = _mm512_or_si512(
+                                    _mm512_and_si512(low, m4),
+                                    _mm512_and_si512(top, m30),
+                                );
+                                let at = 64 * p + 32 * usize::from(high_nibbles) + 8 * half;
+                                for i in 0..R {
+                                    let x = rows[i][b].qs.as_ptr().add(at).cast::<i64>();
+                                    let x = _mm512_set1_epi64(x.read_unaligned());
+                                    acc32[i] = _mm512_dpbusd_epi32(acc32[i], q, x);
+                                }
                             }
-                        }
-                        for i in 0..R {
-                            sums[i] = _mm256_add_epi32(sums[i], _mm256_mullo_epi32(acc32[i], sc));
+                            for i in 0..R {
+                                sums[i] = _mm512_dpwssd_epi32(sums[i], acc32[i], sc);
+                            }
                         }
                     }
                 }
-            }
-            for i in 0..R {
-                let dy = _mm256_set1_ps(rows[i][b].d);
-                acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(sums[i]), acc[i]);
-            }
-        }
-        for i in 0..R {
-            _mm256_storeu_ps(dst[i].as_mut_ptr(), acc[i]);
-        }
-    }
-}
-
-/// [`group_dot`] with AVX-512 VNNI, on blocks laid out for [`Kernel::Avx512Vnni`].
-///
-/// # Safety
-/// The CPU must have what [`Kernel::Avx512Vnni`] needs; every row of `rows` has
-/// `w.len()` blocks.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(super) unsafe fn group_dot_vnni<const R: usize>(
-    w: &[Block],
-    rows: &[&[Q8Block]; TILE],
-    dst: &mut [[f32; ROWS]; TILE],
-) {
-    use std::arch::x86_64::*;
-    // SAFETY: every read is within a block (offsets below 1024 / 512 / 128) or an
-    // activation block (below 256, and 32 lane offsets), and the caller guarantees the
-    // CPU features. Blocks are 32-byte aligned: the 64-byte loads are unaligned ones.
-    unsafe {
-        let m4 = _mm512_set1_epi8(0x0F);
-        let m30 = _mm512_set1_epi8(0x30);
-        // Lane 2r and 2r + 1 take row r's `d`.
-        let twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-        let mut acc = [_mm512_setzero_ps(); R];
-        for (b, blk) in w.iter().enumerate() {
-            let d = _mm512_permutexvar_ps(
-                twice,
-                _mm512_castps256_ps512(_mm256_loadu_ps(blk.d.as_ptr())),
-            );
-            let mut sums = [_mm512_setzero_si512(); R];
-            for p in 0..4 {
-                super::shared::prefetch_ahead(blk, p);
-                for u in 0..2 {
-                    let hb = _mm512_loadu_si512(blk.high.as_ptr().add(128 * p + 64 * u).cast());
-                    for high_nibbles in [false, true] {
-                        let group = 4 * p + 2 * usize::from(high_nibbles) + u;
-                        // Row r's scale in the low half of lanes 2r and 2r + 1.
-                        let s = _mm_loadl_epi64(blk.scales.as_ptr().add(8 * group).cast());
-                        let sc =
-                            _mm512_cvtepu16_epi32(_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s, s)));
-                        let mut acc32: [__m512i; R] = std::array::from_fn(|i| {
-                            let offsets = rows[i][b].lane_offsets.as_ptr().add(2 * group);
-                            _mm512_set1_epi64(offsets.cast::<i64>().read_unaligned())
-                        });
-                        for half in 2 * u..2 * u + 2 {
-                            let raw =
-                                _mm512_loadu_si512(blk.qs.as_ptr().add(256 * p + 64 * half).cast());
-                            // The two high bits of this value to bits 4-5 (see `high_at`).
-                            let top = match (half % 2, high_nibbles) {
-                                (0, false) => _mm512_slli_epi16::<4>(hb),
-                                (0, true) => _mm512_slli_epi16::<2>(hb),
-                                (_, false) => hb,
-                                (_, true) => _mm512_srli_epi16::<2>(hb),
-                            };
-                            let low = if high_nibbles {
-                                _mm512_srli_epi16::<4>(raw)
-                            } else {
-                                raw
-                            };
-                            let q = _mm512_or_si512(
-                                _mm512_and_si512(low, m4),
-                                _mm512_and_si512(top, m30),
-                            );
-                            let at = 64 * p + 32 * usize::from(high_nibbles) + 8 * half;
-                            for i in 0..R {
-                                let x = rows[i][b].qs.as_ptr().add(at).cast::<i64>();
-                                let x = _mm512_set1_epi64(x.read_unaligned());
-                                acc32[i] = _mm512_dpbusd_epi32(acc32[i], q, x);
-                            }
-                        }
-                        for i in 0..R {
-                            sums[i] = _mm512_dpwssd_epi32(sums[i], acc32[i], sc);
-                        }
-                    }
+                for i in 0..R {
+                    let dy = _mm512_set1_ps(rows[i][b].d);
+                    acc[i] =
+                        _mm512_fmadd_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(sums[i]), acc[i]);
                 }
             }
             for i in 0..R {
-                let dy = _mm512_set1_ps(rows[i][b].d);
-                acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(sums[i]), acc[i]);
-            }
-        }
-        for i in 0..R {
-            let mut lanes = [0f32; 2 * ROWS];
-            _mm512_storeu_ps(lanes.as_mut_ptr(), acc[i]);
-            for r in 0..ROWS {
-                dst[i][r] = lanes[2 * r] + lanes[2 * r + 1];
+                let mut lanes = [0f32; 2 * ROWS];
+                _mm512_storeu_ps(lanes.as_mut_ptr(), acc[i]);
+                for r in 0..ROWS {
+                    dst[i][r] = lanes[2 * r] + lanes[2 * r + 1];
+                }
             }
         }
     }
