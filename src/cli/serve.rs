@@ -80,6 +80,17 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<i32> {
         listen_any: args.listen_any,
         token,
     };
+    if args.mcp.is_none() && args.openai.is_none() {
+        anyhow::bail!("nothing to serve: give --mcp stdio|http://127.0.0.1:PORT, --openai 127.0.0.1:PORT, or both");
+    }
+    // Where the server may listen is settled before a model is loaded for it.
+    let http_mcp = match &args.mcp {
+        Some(McpListen::Http { addr, .. }) => Some(*addr),
+        _ => None,
+    };
+    for addr in http_mcp.iter().chain(args.openai.iter()) {
+        access.check_bind(*addr)?;
+    }
     let brain = match &args.replay {
         Some(path) => Brain::Replay {
             planner: Arc::new(ReplayPlanner::from_path(path)?),

@@ -127,7 +127,7 @@ mod tests {
             ("data:image/png;base64,@@@@", "base64"),
             ("data:text/plain;base64,aGk=", "not an image"),
             ("data:image/png,rawbytes", "must be base64"),
-            ("aGVsbG8gd29ybGQ=", "PNG and JPEG"),
+            ("data:image/png;base64,aGVsbG8gd29ybGQ=", "PNG and JPEG"),
             ("https://example.com/a.png", "offline"),
             ("relative/a.png", "absolute"),
         ];
