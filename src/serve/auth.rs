@@ -16,7 +16,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::ServeConfig;
+use super::openai::error::ApiError;
 use crate::error::{Error, Result};
 
 /// The environment variable a token may come from (`--token` shows in `ps`).
@@ -75,10 +75,10 @@ struct Policy {
 }
 
 /// `router` behind the access checks of the module docs.
-pub(crate) fn guard(router: axum::Router, config: &ServeConfig) -> axum::Router {
+pub(crate) fn guard(router: axum::Router, access: &Access) -> axum::Router {
     let policy = Arc::new(Policy {
-        token: config.access.token.clone(),
-        check_origin: !config.access.listen_any,
+        token: access.token.clone(),
+        check_origin: !access.listen_any,
     });
     router.layer(axum::middleware::from_fn(
         move |request: Request, next: Next| {
@@ -173,7 +173,7 @@ fn unauthorized(message: &str) -> Response {
 }
 
 fn refuse(status: StatusCode, code: &str, message: &str) -> Response {
-    super::openai::ApiError::new(status, code, message).into_response()
+    ApiError::new(status, code, message).into_response()
 }
 
 #[cfg(test)]

@@ -26,6 +26,8 @@ const LIMIT_MIB: usize = 1;
 struct Server {
     child: Child,
     addr: String,
+    /// The MCP endpoint's address (streamable HTTP, same process, same model).
+    mcp_addr: String,
 }
 
 impl Drop for Server {
@@ -44,7 +46,14 @@ impl Server {
     fn start() -> Result<Self> {
         let model = fixtures().join("tiny-b");
         let mut child = Command::new(env!("CARGO_BIN_EXE_sightline"))
-            .args(["serve", "--openai", "127.0.0.1:0", "--model"])
+            .args([
+                "serve",
+                "--openai",
+                "127.0.0.1:0",
+                "--mcp",
+                "http://127.0.0.1:0",
+            ])
+            .arg("--model")
             .arg(&model)
             .args(["--max-request-mb", &LIMIT_MIB.to_string()])
             .env("SIGHTLINE_TOKEN", TOKEN)
@@ -57,6 +66,7 @@ impl Server {
         let stderr = child.stderr.take().context("stderr")?;
         let mut lines = BufReader::new(stderr).lines();
         let mut seen = Vec::new();
+        let mut mcp_addr = None;
         let addr = loop {
             let Some(line) = lines.next() else {
                 let _ = child.kill();
@@ -67,11 +77,21 @@ impl Server {
                 let addr = rest.rsplit("http://").next().context("address")?;
                 break addr.trim().to_string();
             }
+            if let Some(rest) =
+                line.strip_prefix("serving MCP (streamable HTTP) at /mcp on http://")
+            {
+                mcp_addr = Some(rest.trim().to_string());
+            }
             seen.push(line);
         };
+        let mcp_addr = mcp_addr.context("no MCP endpoint was printed before the API's")?;
         // Keep draining stderr so the server never blocks on it.
         std::thread::spawn(move || for _ in lines.by_ref() {});
-        Ok(Self { child, addr })
+        Ok(Self {
+            child,
+            addr,
+            mcp_addr,
+        })
     }
 
     /// One request on its own connection: (status, body). `token` adds the bearer header.
@@ -82,11 +102,22 @@ impl Server {
         body: Option<&[u8]>,
         token: bool,
     ) -> Result<(u16, String)> {
-        let mut stream = TcpStream::connect(&self.addr)?;
+        self.http_to(&self.addr, method, path, body, token)
+    }
+
+    fn http_to(
+        &self,
+        addr: &str,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        token: bool,
+    ) -> Result<(u16, String)> {
+        let mut stream = TcpStream::connect(addr)?;
         stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
         let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
-            self.addr
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+             Accept: application/json, text/event-stream\r\n"
         );
         if token {
             head.push_str(&format!("Authorization: Bearer {TOKEN}\r\n"));
@@ -303,6 +334,20 @@ fn an_openai_client_gets_schema_json_streams_and_moves_and_clear_4xx_errors() ->
 
     let (status, body) = server.http("POST", "/v1/chat/completions", Some(b"{not json"), true)?;
     error_message(status, &serde_json::from_str(&body)?)?;
+
+    // The MCP endpoint of the same server answers an initialize over streamable HTTP.
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "sightline-test", "version": "0"}}});
+    let (status, body) = server.http_to(
+        &server.mcp_addr.clone(),
+        "POST",
+        "/mcp",
+        Some(init.to_string().as_bytes()),
+        true,
+    )?;
+    assert_eq!(status, 200, "{body}");
+    ensure!(body.contains("\"name\":\"sightline\""), "{body}");
 
     // Still serving.
     let (status, answer) = server.chat(&json!({

@@ -14,7 +14,6 @@ use tokio_stream::StreamExt;
 
 use super::error::ApiError;
 use super::request::{ChatRequest, Format, Message, Piece};
-use super::{completion_id, now_s, PLANNER_MODEL};
 use crate::chat::{self, Role};
 use crate::decode::{decode, DecodeOptions, Grammar};
 use crate::error::{Error, Result};
@@ -67,7 +66,7 @@ pub(super) async fn plan(shared: &Shared, request: ChatRequest) -> Result<Respon
         prompt_tokens: stats.map_or(0, |s| s.prefill_reused + s.prefill_new),
         completion_tokens: stats.map_or(0, |s| s.generated + s.forced),
     };
-    Ok(respond(PLANNER_MODEL, request.stream, answer))
+    Ok(respond(&request.model, request.stream, answer))
 }
 
 /// The loaded model on the conversation.
@@ -295,4 +294,18 @@ fn sse(model: String, rx: tokio::sync::mpsc::UnboundedReceiver<Streamed>) -> Res
     Sse::new(events)
         .keep_alive(KeepAlive::default())
         .into_response()
+}
+
+/// The answer's `created` field: seconds since the Unix epoch.
+fn now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A completion id, unique in this process.
+fn completion_id() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("chatcmpl-{}-{n}", now_s())
 }

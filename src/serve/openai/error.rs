@@ -7,7 +7,7 @@ use axum::Json;
 use serde_json::json;
 
 use crate::error::Error;
-use crate::serve::QueueError;
+use crate::serve::queue::QueueError;
 
 /// An error answer.
 #[derive(Debug, Clone)]

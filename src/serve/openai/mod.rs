@@ -18,7 +18,7 @@
 //! [`ServeLimits::max_tokens`]: super::ServeLimits::max_tokens
 
 mod chat;
-mod error;
+pub(crate) mod error;
 mod request;
 
 use std::sync::Arc;
@@ -132,18 +132,4 @@ async fn answer(
             ),
         )),
     }
-}
-
-/// The answer's `created` field: seconds since the Unix epoch.
-fn now_s() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-/// A completion id, unique in this process.
-fn completion_id() -> String {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!("chatcmpl-{}-{n}", now_s())
 }
