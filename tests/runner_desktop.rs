@@ -26,8 +26,9 @@ use rand::{Rng, SeedableRng};
 use runner_support::*;
 use sightline::runner::trace::{self, read_turns};
 use sightline::runner::{
-    Budget, Capture, Desktop, ElementClick, EndReason, InputDevice, InputPoint, NoopObserver,
-    ReplayPlanner, RunOptions, RunReport, Runner, ScriptedPrompt, SettleOptions, XDesktop,
+    capture_elements, Budget, Capture, Desktop, ElementBudget, ElementClick, EndReason,
+    InputDevice, InputPoint, NoopObserver, ReplayPlanner, RunOptions, RunReport, Runner,
+    ScriptedPrompt, SettleOptions, XDesktop,
 };
 
 /// How far (in pixels, each axis) a mapped `xy:` click may land from the pixel it names.
@@ -930,5 +931,74 @@ fn pointer_clicks_land_on_the_visible_centre_and_the_planner_sees_the_elements(
     for &(id, ..) in LAYOUT {
         assert!(ids.contains(&id), "{id} not shown to the planner: {ids:?}");
     }
+    Ok(())
+}
+
+/// A GTK 3 entry's only accessible action is "activate", which acts like Enter: "clicking" the
+/// first field of a form that way would submit it. A click on a text field by id focuses it
+/// instead, and moves the pointer to it, so the next untargeted `type` lands in that field and
+/// the form stays open.
+#[test]
+fn clicking_an_entry_by_id_focuses_it_and_typing_lands_there_without_submitting(
+) -> anyhow::Result<()> {
+    let _x = x11_lock();
+    if !stack_available()? || !tools_available(&["zenity", "xdotool"])? {
+        return Ok(());
+    }
+    let mut session = Session::bare()?;
+    let _env = EnvGuard(
+        "DBUS_SESSION_BUS_ADDRESS",
+        std::env::var_os("DBUS_SESSION_BUS_ADDRESS"),
+    );
+    let _display = EnvGuard("DISPLAY", std::env::var_os("DISPLAY"));
+    std::env::set_var("DBUS_SESSION_BUS_ADDRESS", &session.bus_address);
+    std::env::set_var("DISPLAY", &session.display);
+    session.spawn(
+        "zenity",
+        &[
+            "--forms",
+            "--title",
+            "Person",
+            "--add-entry",
+            "First name",
+            "--add-entry",
+            "Last name",
+        ],
+    )?;
+    session.wait_for_window("^Person$")?;
+    let planner = ScriptedPlanner::new(vec![
+        batch(
+            "fill the last name",
+            vec![
+                step("focus the last name", click("text_last-name")),
+                step("type it", type_text("Hopper")),
+            ],
+        ),
+        done("typed"),
+    ]);
+    let mut runner = runner(fast_options())?;
+    let report = run_blocking(&mut runner, "type Hopper as the last name", &planner)?;
+    ensure!(
+        matches!(report.outcome, GoalOutcome::Succeeded { .. }),
+        "{:?}",
+        report.outcome
+    );
+    assert_eq!(
+        report.history[0].data,
+        serde_json::json!({ "focused": "text_last-name" }),
+        "{:?}",
+        report.history[0]
+    );
+    // The form is still open, the text is in the field clicked, and the pointer rests on it.
+    let mut desktop = XDesktop::open(None)?;
+    let capture = desktop.capture()?;
+    let table = capture_elements(&mut desktop, &capture.geometry, &ElementBudget::default())
+        .context("no elements")?;
+    let last = table.get("text_last-name").context("the form was closed")?;
+    assert_eq!(last.raw.value.as_deref(), Some("Hopper"));
+    assert!(last.raw.state.focused);
+    let first = table.get("text_first-name").context("no first name")?;
+    assert_eq!(first.raw.value, None);
+    assert_eq!(pointer()?, last.click_pixel());
     Ok(())
 }

@@ -26,7 +26,7 @@ use crate::image::{preprocess_bytes, PreprocessConfig};
 use crate::model::qwen3_vl::Qwen3Vl;
 use crate::model::weights::{LoadOptions, ModelSource};
 use crate::model::VisionLanguageModel;
-use crate::planner::{LocalPlanner, PlannerOptions, Turn, TurnStats};
+use crate::planner::{LocalPlanner, PlannerOptions, StageTimes, Turn};
 
 /// Ids below this are ordinary BPE tokens in every Qwen vocabulary (the specials follow).
 const ORDINARY_TOKENS: u32 = 151_643;
@@ -280,7 +280,7 @@ pub struct TurnResult {
     /// Median total over every turn, ms.
     pub total_ms: f64,
     /// The breakdown of the median turn.
-    pub median_turn: TurnBreakdown,
+    pub median_turn: StageTimes,
     /// The longest context a turn ended with (reused + fed + generated tokens).
     pub context_tokens: usize,
     /// KV-cache bytes at `context_tokens`.
@@ -291,56 +291,12 @@ pub struct TurnResult {
     pub memory: StageMemory,
     /// A done claim judged right after the last turn, on its screen: the grader's question
     /// follows the agent's own system and screen runs, so only the question is fed.
-    pub verify_after_turn: TurnBreakdown,
+    pub verify_after_turn: StageTimes,
     /// The same claim on a screen the planner has not seen: vision and the whole prompt.
-    pub verify_fresh_screen: TurnBreakdown,
+    pub verify_fresh_screen: StageTimes,
 }
 
 /// One turn's stages, from [`TurnStats`].
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct TurnBreakdown {
-    /// Screenshot decode and preprocessing, ms.
-    pub preprocess_ms: f64,
-    /// Vision tower, ms.
-    pub vision_ms: f64,
-    /// Prompt prefill, ms.
-    pub prefill_ms: f64,
-    /// Decode steps in the model, ms.
-    pub decode_ms: f64,
-    /// Grammar compile, masks and commits, ms.
-    pub grammar_ms: f64,
-    /// Whole turn, ms.
-    pub total_ms: f64,
-    /// Prompt tokens fed.
-    pub prefill_new: usize,
-    /// Prompt tokens reused from the cache.
-    pub prefill_reused: usize,
-    /// Tokens generated.
-    pub generated: usize,
-    /// Of which forced.
-    pub forced: usize,
-    /// Forward passes.
-    pub forward_passes: usize,
-}
-
-impl From<&TurnStats> for TurnBreakdown {
-    fn from(s: &TurnStats) -> Self {
-        TurnBreakdown {
-            preprocess_ms: ms(s.preprocess),
-            vision_ms: ms(s.vision),
-            prefill_ms: ms(s.prefill),
-            decode_ms: ms(s.decode),
-            grammar_ms: ms(s.grammar),
-            total_ms: ms(s.total),
-            prefill_new: s.prefill_new,
-            prefill_reused: s.prefill_reused,
-            generated: s.generated,
-            forced: s.forced,
-            forward_passes: s.forward_passes,
-        }
-    }
-}
-
 /// The view the grammar and the turn are built from: a window of `n` buttons.
 pub fn bench_view(n: usize) -> PlanningView {
     let screen = PlanningScreen {
@@ -708,12 +664,12 @@ impl StageBench {
             turns: stats.len(),
             first_total_ms: totals[0],
             total_ms: median(&totals),
-            median_turn: TurnBreakdown::from(&stats[mid]),
+            median_turn: stats[mid].stage_times(),
             context_tokens,
             kv_cache_bytes: kv_per_position * context_tokens as u64,
             memory,
-            verify_after_turn: TurnBreakdown::from(&after_turn),
-            verify_fresh_screen: TurnBreakdown::from(&fresh_screen),
+            verify_after_turn: after_turn.stage_times(),
+            verify_fresh_screen: fresh_screen.stage_times(),
         })
     }
 }

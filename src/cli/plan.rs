@@ -284,6 +284,9 @@ fn print_stats(planner: &LocalPlanner, s: &TurnStats) {
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "model      {} ({}, {})", r.model, r.quant, r.device);
     let _ = writeln!(err, "load       {:>9.1} ms", ms(r.load_time));
+    for (stage, time) in &r.stages {
+        let _ = writeln!(err, "  {stage:<17} {:>9.1} ms", ms(*time));
+    }
     let _ = writeln!(err, "preprocess {:>9.1} ms", ms(s.preprocess));
     let _ = writeln!(
         err,

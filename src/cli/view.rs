@@ -1,5 +1,6 @@
 //! `sightline view [--json]`: the current screen's planning view as the planner would see it,
-//! elements with ids, roles, names and bounds.
+//! elements with ids, roles, names and bounds, and what the capture cost (elements kept,
+//! accessibility nodes walked, milliseconds).
 //!
 //! It captures the monitor and reads the accessibility tree exactly as one turn of `sightline
 //! run` does (the same [`desktop_view`]), so an id printed here is an id a run's planner can
@@ -83,12 +84,18 @@ fn print_view(args: &ViewArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     };
     writeln!(
         out,
-        "{} element(s) from {} in {} ms{}",
+        "{} element(s) from {} in {} ms ({} nodes walked{}{})",
         table.elements.len(),
         table.source,
         table.capture_ms,
-        if table.truncated {
-            " (cut short by the budget)"
+        table.nodes_walked,
+        if table.dropped > 0 {
+            format!(", {} more left out by the element budget", table.dropped)
+        } else {
+            String::new()
+        },
+        if table.truncated && table.dropped == 0 {
+            ", cut short by the time or depth budget"
         } else {
             ""
         }
@@ -109,7 +116,7 @@ fn print_view(args: &ViewArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         let b = e.raw.bounds;
         writeln!(
             out,
-            "{:<id_width$}  {:<9} {:<28} {:>4},{:<4} {:>4}x{:<4} {}{}",
+            "{:<id_width$}  {:<9} {:<28} {:>4},{:<4} {:>4}x{:<4} {}{}{}",
             e.id,
             e.raw.role,
             format!("{:?}", e.raw.name),
@@ -122,6 +129,11 @@ fn print_view(args: &ViewArgs, out: &mut dyn Write) -> anyhow::Result<()> {
                 .as_deref()
                 .map(|v| format!("value {v:?} "))
                 .unwrap_or_default(),
+            if e.raw.options.is_empty() {
+                String::new()
+            } else {
+                format!("options {:?} ", e.raw.options)
+            },
             flags.join(",")
         )?;
     }

@@ -119,8 +119,10 @@ pub fn run_task(
         let with_bus = options.elements && task.accessibility;
         let mut session =
             match TaskSession::start(task, options.scratch_root.as_deref(), with_bus, stop)
-                .and_then(|mut s| s.setup(task, stop).map(|()| s))
-            {
+                .and_then(|mut s| {
+                    switch_accessibility_on(&s)?;
+                    s.setup(task, stop).map(|()| s)
+                }) {
                 Ok(s) => s,
                 Err(e) => {
                     result.detail = e.to_string();
@@ -157,6 +159,20 @@ pub fn run_task(
     }
     result.wall_ms = start.elapsed().as_millis() as u64;
     Ok(result)
+}
+
+/// Sets the session's `org.a11y.Status.IsEnabled` before the task's programs start, as a
+/// screen reader running on the desktop would: browsers and Qt applications then build their
+/// accessibility trees from the start. Nothing to do without a session bus.
+fn switch_accessibility_on(session: &TaskSession) -> Result<()> {
+    let Some(address) = session.bus_address() else {
+        return Ok(());
+    };
+    #[cfg(all(target_os = "linux", feature = "accessibility"))]
+    crate::runner::elements::switch_on_session(address)?;
+    #[cfg(not(all(target_os = "linux", feature = "accessibility")))]
+    let _ = address;
+    Ok(())
 }
 
 /// How the agent's process ended.

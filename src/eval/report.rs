@@ -44,12 +44,13 @@ pub struct RunnerStages {
     pub verify_ms: u64,
 }
 
-/// Summed time of the planner's own stages over a run's planner calls, in milliseconds (from
-/// the model planner's per-turn stats; absent for replays).
+/// Time of the planner's own stages over some planner calls, in milliseconds: summed over a
+/// run's calls in each [`RunResult`] (from the model planner's per-turn stats in the trace;
+/// absent for replays), and the mean per call in the [`Summary`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct PlannerStages {
-    /// Planner calls (`decide_next` and `verify_done`) these sums cover.
-    pub calls: u32,
+    /// Planner calls (`decide_next` and `verify_done`) covered.
+    pub calls: u64,
     /// Screenshot decode and preprocessing.
     pub preprocess_ms: f64,
     /// Vision tower.
@@ -169,25 +170,6 @@ pub struct StagesPerTurn {
     pub verify_ms: f64,
 }
 
-/// Mean time per planner call by planner stage, milliseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct PlannerStagesPerCall {
-    /// Calls averaged over.
-    pub calls: u64,
-    /// Preprocess.
-    pub preprocess_ms: f64,
-    /// Vision.
-    pub vision_ms: f64,
-    /// Prefill.
-    pub prefill_ms: f64,
-    /// Decode.
-    pub decode_ms: f64,
-    /// Grammar.
-    pub grammar_ms: f64,
-    /// Whole call.
-    pub total_ms: f64,
-}
-
 /// The summary of a set of runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
@@ -212,7 +194,7 @@ pub struct Summary {
     /// Mean time per turn by runner stage.
     pub stages_per_turn: StagesPerTurn,
     /// Mean time per planner call by planner stage, when the planner reported it.
-    pub planner_stages_per_call: Option<PlannerStagesPerCall>,
+    pub planner_stages_per_call: Option<PlannerStages>,
 }
 
 impl Summary {
@@ -270,12 +252,12 @@ impl Summary {
             .iter()
             .filter_map(|r| r.planner_stages.as_ref())
             .collect();
-        let calls: u64 = planner.iter().map(|p| u64::from(p.calls)).sum();
+        let calls: u64 = planner.iter().map(|p| p.calls).sum();
         let planner_stages_per_call = (calls > 0).then(|| {
             let mean = |f: fn(&PlannerStages) -> f64| {
                 planner.iter().map(|p| f(p)).sum::<f64>() / calls as f64
             };
-            PlannerStagesPerCall {
+            PlannerStages {
                 calls,
                 preprocess_ms: mean(|p| p.preprocess_ms),
                 vision_ms: mean(|p| p.vision_ms),

@@ -5,7 +5,9 @@
 //!
 //! The session bus is what the accessibility elements need: GTK applications register with
 //! the AT-SPI bus, whose launcher the session bus activates on first request, and the agent
-//! (`sightline run`) reads the elements through the same bus. The launcher, the AT-SPI bus
+//! (`sightline run`) reads the elements through the same bus. Toolkits that build their trees
+//! only for assistive technology (Qt, browsers) are told it is on ([`ACCESSIBILITY_ENV`], and
+//! the bus's `IsEnabled`, which `eval::desktop` sets before the task's programs start). The launcher, the AT-SPI bus
 //! and its registry are activated as children of the session bus's `dbus-daemon` and stay in
 //! its process group, so killing that group at teardown ends them all.
 //!
@@ -38,6 +40,13 @@ const CHECK_POLL: Duration = Duration::from_millis(250);
 const WINDOW_POLL: Duration = Duration::from_millis(100);
 /// Between SIGTERM and SIGKILL at teardown.
 const TERM_GRACE: Duration = Duration::from_millis(500);
+/// The environment that switches accessibility on in toolkits that otherwise wait for a
+/// screen reader, for the programs of a task with a session bus.
+pub const ACCESSIBILITY_ENV: &[(&str, &str)] = &[
+    ("QT_LINUX_ACCESSIBILITY_ALWAYS_ON", "1"),
+    ("GNOME_ACCESSIBILITY", "1"),
+    ("ACCESSIBILITY_ENABLED", "1"),
+];
 /// Most bytes of a command's output kept in a report.
 pub const OUTPUT_KEEP_BYTES: usize = 2_000;
 
@@ -377,6 +386,12 @@ impl TaskSession {
                 "DBUS_SESSION_BUS_ADDRESS".to_string(),
                 bus.address().to_string(),
             ));
+            // Applications that build their accessibility trees only for assistive
+            // technology, told it is there from the start (the bus's `IsEnabled` is set too,
+            // see `eval::desktop`): Qt, Firefox (Gecko) and Chromium.
+            for (k, v) in ACCESSIBILITY_ENV {
+                env.push((k.to_string(), v.to_string()));
+            }
             Some(bus)
         } else {
             // No bus: without this GTK looks for the accessibility bus and waits for it.

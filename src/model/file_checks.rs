@@ -29,12 +29,18 @@ const GGML_MAX_DIMS: u32 = 4;
 /// llama.cpp's default data alignment when `general.alignment` is absent.
 const GGUF_DEFAULT_ALIGNMENT: u64 = 32;
 
+/// Longest skip [`Header`] reads through its buffer rather than seeking over.
+const SKIP_BY_READING: u64 = 1 << 16;
+
 struct Header<R> {
     reader: R,
     path: std::path::PathBuf,
     file_len: u64,
     wide: bool,
     array_elements: u64,
+    /// Bytes read or skipped so far: the position, counted here because asking the
+    /// reader costs an `lseek` per call (per vocabulary string: seconds for Qwen's).
+    pos: u64,
 }
 
 impl<R: Read + Seek> Header<R> {
@@ -52,7 +58,9 @@ impl<R: Read + Seek> Header<R> {
                 "reading the GGUF header"
             };
             Error::model_file_caused(&self.path, reason, e)
-        })
+        })?;
+        self.pos += buf.len() as u64;
+        Ok(())
     }
 
     fn bytes<const N: usize>(&mut self) -> Result<[u8; N]> {
@@ -79,9 +87,7 @@ impl<R: Read + Seek> Header<R> {
     }
 
     fn position(&mut self) -> Result<u64> {
-        self.reader
-            .stream_position()
-            .map_err(|e| Error::io(&self.path, e))
+        Ok(self.pos)
     }
 
     fn remaining(&mut self) -> Result<u64> {
@@ -94,10 +100,21 @@ impl<R: Read + Seek> Header<R> {
                 "GGUF header claims {n} bytes past the end of the file"
             )));
         }
-        let n = i64::try_from(n).map_err(|_| self.bad("GGUF length overflows"))?;
-        self.reader
-            .seek(SeekFrom::Current(n))
-            .map_err(|e| Error::io(&self.path, e))?;
+        // Short skips (a vocabulary string) read through the buffer: a seek would drop
+        // it and cost a system call each.
+        if n <= SKIP_BY_READING {
+            let copied = std::io::copy(&mut (&mut self.reader).take(n), &mut std::io::sink())
+                .map_err(|e| Error::io(&self.path, e))?;
+            if copied != n {
+                return Err(self.bad("GGUF header is truncated"));
+            }
+        } else {
+            let delta = i64::try_from(n).map_err(|_| self.bad("GGUF length overflows"))?;
+            self.reader
+                .seek(SeekFrom::Current(delta))
+                .map_err(|e| Error::io(&self.path, e))?;
+        }
+        self.pos += n;
         Ok(())
     }
 
@@ -207,6 +224,7 @@ pub fn check_gguf(path: &Path) -> Result<()> {
         file_len,
         wide: true,
         array_elements: 0,
+        pos: 0,
     };
     let mut magic = [0u8; 4];
     h.read_exact(&mut magic, "not a GGUF file (too short)")?;

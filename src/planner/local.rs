@@ -113,6 +113,26 @@ pub struct LoadReport {
     pub device: String,
     /// Wall time of the whole load.
     pub load_time: Duration,
+    /// Wall time of each load stage, in the order they ran (`--stats` prints one line each).
+    pub stages: Vec<(&'static str, Duration)>,
+}
+
+/// Times load stages one after the other: each [`lap`](Self::lap) records the time since
+/// the previous one.
+struct LoadStages(Vec<(&'static str, Duration)>, Instant);
+
+impl Default for LoadStages {
+    fn default() -> Self {
+        LoadStages(Vec::new(), Instant::now())
+    }
+}
+
+impl LoadStages {
+    fn lap(&mut self, stage: &'static str) {
+        let now = Instant::now();
+        self.0.push((stage, now - self.1));
+        self.1 = now;
+    }
 }
 
 /// Counters and timings of one turn (`decide_next` or `verify_done`).
@@ -231,13 +251,16 @@ impl LocalPlanner {
     /// Load the model, its tokenizer and preprocessing, and build the grader head.
     pub fn load(options: &PlannerOptions) -> Result<Self> {
         let start = Instant::now();
+        let mut stages = LoadStages::default();
         let device = options.device.resolve()?;
         let model = Qwen3Vl::load(&LoadOptions {
             quantize: options.quantize,
             device: device.clone(),
             ..LoadOptions::new(options.source.clone())
         })?;
+        stages.lap("weights");
         let tokenizer = options.source.tokenizer()?;
+        stages.lap("tokenizer");
         let preprocess = options.source.preprocess_config()?;
         model.check_tokenizer(&tokenizer)?;
         let quant = match options.quantize {
@@ -253,11 +276,13 @@ impl LocalPlanner {
             model.source()
         );
         let mut planner = Self::from_parts(Box::new(model), tokenizer, preprocess, options)?;
+        stages.0.append(&mut planner.report.stages);
         planner.report = LoadReport {
             model: model_description,
             quant,
             device: format!("{device:?}"),
             load_time: start.elapsed(),
+            stages: stages.0,
         };
         tracing::info!(report = ?planner.report, "planner loaded");
         Ok(planner)
@@ -280,7 +305,9 @@ impl LocalPlanner {
                 options.grader_threshold
             )));
         }
+        let mut stages = LoadStages::default();
         let env = TokenEnv::from_tokenizer(&tokenizer, model.vocab_size())?;
+        stages.lap("token env");
         let renderer = PromptRenderer::new(tokenizer, system_prompt_for(&options.grammar))?;
         let grader_setup = HeadMeta {
             model: options.source.identity(),
@@ -295,6 +322,7 @@ impl LocalPlanner {
             Some(path) => GraderHead::load(path, &grader_setup, model.device())?,
             None => GraderHead::zero_shot(&renderer)?,
         };
+        stages.lap("prompt and grader");
         let engine = Engine {
             model,
             renderer,
@@ -316,6 +344,7 @@ impl LocalPlanner {
                 quant: "as supplied".into(),
                 device: String::new(),
                 load_time: Duration::ZERO,
+                stages: stages.0,
             },
             grader_setup,
         })

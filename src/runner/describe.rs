@@ -36,6 +36,9 @@ pub fn describe_action(action: &PlannedAction) -> String {
             to_y,
         } => format!("select ({from_x},{from_y}) -> ({to_x},{to_y})"),
         PlannedAction::Wait { ms } => format!("wait {ms} ms"),
+        PlannedAction::SetValue {
+            target_id, value, ..
+        } => format!("set_value {value:?} on {target_id}"),
         PlannedAction::Extract { goal, .. } => format!("extract {goal:?}"),
         PlannedAction::Batch { actions } => format!("batch of {}", actions.len()),
         other => action_type(other),

@@ -8,7 +8,9 @@ use cel_contracts::PlanningView;
 
 use super::capture::{self, Capture, MonitorInfo, ScreenCapturer};
 use super::coords::{InputPoint, ScreenGeometry};
-use super::elements::{ElementBudget, ElementFacts, ElementSource, ElementTable, ScreenElement};
+use super::elements::{
+    ClickVia, ElementBudget, ElementFacts, ElementSource, ElementTable, ScreenElement,
+};
 use super::input::{EnigoInput, InputDevice};
 use crate::error::{Error, Result};
 use crate::moves::{parse_point, parse_target, Target};
@@ -212,18 +214,17 @@ impl TargetResolver for XyResolver {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ElementClick {
-    /// The element's own accessible action (`click`, `press` or `activate`) where it offers
-    /// one, else (or when the action fails) the pointer. The default: the action reaches the control even where the
-    /// pointer would land on a tooltip, a popup or an overlapping window, needs no window
+    /// The way the element's source judged right ([`ClickVia`]): its accessible action (a
+    /// button's `click`, a check box's `toggle`), a selection (a table row), a focus grab (a
+    /// text field, whose only action may submit its form), else the pointer; and the pointer
+    /// where the accessible way fails. The default: an action reaches the control even where
+    /// the pointer would land on a tooltip, a popup or an overlapping window, needs no window
     /// manager to hand over focus, and cannot hit a neighbour when bounds are a pixel off.
     #[default]
     Action,
     /// Always the pointer, at the centre of the element's visible part, as a hand would.
     Pointer,
 }
-
-/// Accessible action names that mean "click", in order of preference.
-pub const CLICK_ACTIONS: &[&str] = &["click", "press", "activate"];
 
 /// An element id resolved against the capture the planner saw and checked again now.
 #[derive(Debug, Clone)]
@@ -232,8 +233,8 @@ pub struct ElementTarget {
     pub element: ScreenElement,
     /// Where a pointer click aims: the centre of the visible part, in input coordinates.
     pub point: InputPoint,
-    /// The accessible action a click invokes instead of the pointer, if any.
-    pub action: Option<String>,
+    /// How a click reaches it.
+    pub click: ClickVia,
 }
 
 /// Resolves element ids of an [`ElementTable`]: each resolution re-reads the element through
@@ -273,17 +274,14 @@ impl ElementResolver<'_> {
         };
         let (px, py) = element.click_pixel();
         let point = self.geometry.input_of_pixel(px, py);
-        let action = match self.click {
-            ElementClick::Pointer => None,
-            ElementClick::Action => CLICK_ACTIONS
-                .iter()
-                .find(|a| element.raw.actions.iter().any(|have| have == *a))
-                .map(|a| a.to_string()),
+        let click = match self.click {
+            ElementClick::Pointer => ClickVia::Pointer,
+            ElementClick::Action => element.raw.click.clone(),
         };
         Ok(Some(ElementTarget {
             element,
             point,
-            action,
+            click,
         }))
     }
 

@@ -316,7 +316,7 @@ impl Runner {
 
     /// Resolves a target id: an element of this turn's capture (re-read now), else through the
     /// runner's [`TargetResolver`] (`xy:` points, a caller's own ids).
-    fn resolve_target(
+    pub(super) fn resolve_target(
         &mut self,
         target_id: &str,
         scene: &Scene<'_>,
@@ -375,35 +375,7 @@ impl Runner {
                     _ => None,
                 };
                 let mut data = match element {
-                    Some(ElementTarget {
-                        element,
-                        action: Some(action),
-                        ..
-                    }) => {
-                        let invoked = match self.desktop.elements() {
-                            Some(source) => source.invoke(&element, &action),
-                            None => Err(Error::runner(
-                                "the accessibility tree is no longer reachable",
-                            )),
-                        };
-                        match invoked {
-                            Ok(()) => json!({ "invoked": action, "element": element.id }),
-                            // The element was just re-read and is on screen: where its action
-                            // fails, the pointer still reaches it.
-                            Err(e) => {
-                                self.click_at(p, state).map_err(input_err)?;
-                                json!({
-                                    "clicked": [p.x, p.y],
-                                    "element": element.id,
-                                    "action_failed": e.to_string(),
-                                })
-                            }
-                        }
-                    }
-                    Some(ElementTarget { element, .. }) => {
-                        self.click_at(p, state).map_err(input_err)?;
-                        json!({ "clicked": [p.x, p.y], "element": element.id })
-                    }
+                    Some(target) => self.click_element(&target, state)?,
                     None => {
                         self.click_at(p, state).map_err(input_err)?;
                         json!({ "clicked": [p.x, p.y] })
@@ -426,16 +398,25 @@ impl Runner {
             PlannedAction::Type { target_id, text } => {
                 let mut data = json!({ "typed_chars": text.chars().count() });
                 if let Some(id) = target_id {
-                    // Focus by clicking the element, as a user would: it gives the window and
-                    // the field focus and needs no window manager.
-                    let (p, _) = self.resolve_target(id, scene).map_err(plan_err)?;
-                    self.click_at(p, state).map_err(input_err)?;
+                    // Focus the target first, as a user's click would: an element by the way
+                    // a click reaches it (a text field is focused, never activated), a point
+                    // by the pointer.
+                    let (p, element) = self.resolve_target(id, scene).map_err(plan_err)?;
+                    data["focus"] = match element {
+                        Some(target) => self.click_element(&target, state)?,
+                        None => {
+                            self.click_at(p, state).map_err(input_err)?;
+                            json!({ "clicked": [p.x, p.y] })
+                        }
+                    };
                     std::thread::sleep(Duration::from_millis(self.options.step_pause_ms));
-                    data["clicked"] = json!([p.x, p.y]);
                 }
                 self.desktop.input().text(text).map_err(input_err)?;
                 Ok(data)
             }
+            PlannedAction::SetValue {
+                target_id, value, ..
+            } => self.set_element_value(target_id, value, scene, state),
             PlannedAction::Key { key } => {
                 let keys = input::parse_key_chord(key).map_err(plan_err)?;
                 input::press_chord(self.desktop.input(), &keys).map_err(input_err)?;
@@ -548,7 +529,7 @@ impl Runner {
         }
     }
 
-    fn click_at(&mut self, p: InputPoint, state: &mut RunState) -> Result<()> {
+    pub(super) fn click_at(&mut self, p: InputPoint, state: &mut RunState) -> Result<()> {
         let input = self.desktop.input();
         input.move_pointer(p)?;
         state.runner_pointer = Some(p);
@@ -607,6 +588,7 @@ fn target_ids(action: &PlannedAction, out: &mut Vec<String>) {
         PlannedAction::Type {
             target_id: Some(t), ..
         } => out.push(t.clone()),
+        PlannedAction::SetValue { target_id, .. } => out.push(target_id.clone()),
         PlannedAction::Drag {
             from_target_id,
             to_target_id,
@@ -633,9 +615,7 @@ fn unsupported_action_message(action: &PlannedAction) -> String {
         PlannedAction::CdpEval { .. }
         | PlannedAction::Navigate { .. }
         | PlannedAction::ExtractWithFallback { .. } => "a browser bound over CDP",
-        PlannedAction::SetValue { .. } | PlannedAction::AxAction { .. } => {
-            "an accessibility backend"
-        }
+        PlannedAction::AxAction { .. } => "an accessibility backend",
         PlannedAction::ActivateApp { .. }
         | PlannedAction::LaunchApp { .. }
         | PlannedAction::QuitApp { .. }
@@ -654,6 +634,7 @@ fn unsupported_action_message(action: &PlannedAction) -> String {
     };
     format!(
         "cannot execute `{name}`: it needs {needs}; Sightline's desktop runner executes only \
-         native input (click, type, key, key_combo, scroll, drag, wait, select, extract)"
+         native input (click, type, key, key_combo, scroll, drag, wait, select, extract) and \
+         set_value on element ids"
     )
 }

@@ -45,17 +45,19 @@
 //! gives the view its elements, with ids the planner's grammar then allows beside `xy:` points.
 //! The runner keeps that capture's [`ElementTable`] (bounds, actions) for the turn: a click on
 //! an element id re-reads the element (a stale id is a step error, never a click elsewhere),
-//! then invokes its accessible action or clicks the centre of its visible part
-//! ([`ElementClick`]); `type` into an element clicks it first; and the gate judges the
-//! element's real name (for an `xy:` click, the element under the point). Without an
-//! accessibility bus the view has no elements and targets are points only.
+//! moves the pointer to it, gives it focus and then invokes its accessible action, selects it
+//! (a row) or, for a text field, leaves it focused, else clicks the centre of its visible part
+//! ([`ElementClick`], `element_steps.rs`); `type` into an element clicks it that way first;
+//! `set_value` sets a field's text, a slider's number or a combo box's option through the
+//! accessibility API; and the gate judges the element's real name (for an `xy:` click, the
+//! element under the point). Without an accessibility bus the view has no elements and
+//! targets are points only.
 //!
 //! Which actions run: `click`, `type`, `key`, `key_combo`, `scroll`, `drag`, `wait`, `select`,
-//! `extract` and nested `batch`. Targets are `xy:X,Y` points (0–1000 over the screenshot the
-//! planner saw, see [`coords`]), element ids of the capture, or ids a caller's
-//! [`TargetResolver`] knows. Any other
-//! action (`cdp_eval`, `navigate`, `set_value`, `ax_action`, …) is a non-recoverable step error
-//! that says why, never a silent skip.
+//! `extract`, `set_value` (on element ids) and nested `batch`. Targets are `xy:X,Y` points
+//! (0–1000 over the screenshot the planner saw, see [`coords`]), element ids of the capture,
+//! or ids a caller's [`TargetResolver`] knows. Any other action (`cdp_eval`, `navigate`,
+//! `ax_action`, …) is a non-recoverable step error that says why, never a silent skip.
 
 mod act;
 pub mod capture;
@@ -68,6 +70,7 @@ pub mod trace;
 
 mod describe;
 mod desktop;
+mod element_steps;
 mod execute;
 mod observe;
 mod options;
@@ -87,9 +90,11 @@ pub use coords::{InputPoint, ScreenGeometry};
 pub use describe::{action_type, describe_action};
 pub use desktop::{
     capture_elements, element_facts, Desktop, ElementClick, ElementResolver, ElementTarget,
-    TargetResolver, XDesktop, XyResolver, CLICK_ACTIONS,
+    TargetResolver, XDesktop, XyResolver,
 };
-pub use elements::{ElementBudget, ElementFacts, ElementSource, ElementTable, ScreenElement};
+pub use elements::{
+    ClickVia, ElementBudget, ElementFacts, ElementSource, ElementTable, ScreenElement,
+};
 pub use input::{parse_key, parse_key_chord, ButtonAction, EnigoInput, InputDevice, KEY_NAMES};
 pub use observe::desktop_view;
 pub use options::{

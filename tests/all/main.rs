@@ -26,6 +26,8 @@ mod model_support;
 mod runner_support;
 
 #[cfg(feature = "desktop")]
+mod a11y_dialogs;
+#[cfg(feature = "desktop")]
 mod a11y_elements;
 mod agent_cli;
 mod bench_cli;

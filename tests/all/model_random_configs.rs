@@ -4,6 +4,11 @@
 //! image each (exact multiple of 32, resized, very wide, very tall), made by
 //! `models/scripts/make_random_configs.py`.
 //!
+//! f32-stored configurations: each committed configuration written again with f32 weights
+//! (`f32_stored_configs_compute_in_f32`). Their reference is the same transformers golden:
+//! the script read the bf16 checkpoint back in f32 and ran transformers in f32, so the f32
+//! copy holds exactly the weights the golden was computed from.
+//!
 //! The committed subset is `models/fixtures/random/`; set `SIGHTLINE_RANDOM_CONFIGS` to a
 //! directory the script wrote to run a full generated set. Run with
 //! `cargo test --test all model_random_configs:: -- --nocapture` for the per-configuration
@@ -266,5 +271,130 @@ fn random_configs_match_transformers_with_images() -> Result<()> {
         failures.len(),
         dirs.len()
     );
+    Ok(())
+}
+
+/// How far the nudged f32 copy moves each weight, relative: 2⁻¹⁴, under half a unit in the
+/// last place of f16 (2⁻¹¹ to 2⁻¹² relative) and of bf16, so a weight rounded to half
+/// precision anywhere would lose the nudge entirely.
+const F32_NUDGE: f32 = 1.0 / 16384.0;
+
+/// Write `dir`'s checkpoint with f32 weights into `out` (config and preprocessing copied,
+/// the config's dtype set to float32). With `nudge_seed`, each weight is also multiplied by
+/// `1 + u · F32_NUDGE`, `u` uniform in [-1, 1] from that seed: weights no half type holds.
+fn write_f32_copy(dir: &Path, out: &Path, nudge_seed: Option<u64>) -> Result<()> {
+    use rand::{Rng, SeedableRng};
+    let tensors = candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu)?;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(nudge_seed.unwrap_or(0));
+    let mut names: Vec<&String> = tensors.keys().collect();
+    names.sort();
+    let mut f32_tensors = std::collections::HashMap::new();
+    for name in names {
+        let t = tensors[name].to_dtype(DType::F32)?;
+        let t = match nudge_seed {
+            Some(_) => {
+                let values: Vec<f32> = t
+                    .flatten_all()?
+                    .to_vec1::<f32>()?
+                    .into_iter()
+                    .map(|w| w * (1.0 + F32_NUDGE * rng.random_range(-1.0f32..=1.0)))
+                    .collect();
+                Tensor::from_vec(values, t.dims(), &Device::Cpu)?
+            }
+            None => t,
+        };
+        f32_tensors.insert(name.clone(), t);
+    }
+    candle_core::safetensors::save(&f32_tensors, out.join("model.safetensors"))?;
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("config.json"))?)?;
+    for key in ["dtype", "torch_dtype"] {
+        if let Some(v) = config.get_mut(key) {
+            *v = serde_json::Value::from("float32");
+        }
+    }
+    std::fs::write(out.join("config.json"), serde_json::to_vec_pretty(&config)?)?;
+    for file in [
+        "preprocessor_config.json",
+        "golden.safetensors",
+        "image.png",
+    ] {
+        if dir.join(file).is_file() {
+            std::fs::copy(dir.join(file), out.join(file))?;
+        }
+    }
+    Ok(())
+}
+
+/// The vision outputs (embeddings, then DeepStack features) and every logits row of the
+/// checkpoint in `dir` on its golden's `pixel_values` and `input_ids`.
+fn f32_outputs(dir: &Path) -> Result<(Vec<f32>, Vec<Vec<f32>>)> {
+    let golden = candle_core::safetensors::load(dir.join("golden.safetensors"), &Device::Cpu)?;
+    let mut model = Qwen3Vl::load(&LoadOptions::new(ModelSource::Safetensors {
+        dir: dir.to_path_buf(),
+    }))?;
+    let grid = ids(&tensor(&golden, "image_grid_thw")?)?;
+    let image = PreprocessedImage {
+        pixel_values: tensor(&golden, "pixel_values")?,
+        grid_thw: [grid[0] as usize, grid[1] as usize, grid[2] as usize],
+    };
+    let encoded = model.encode_image(&image)?;
+    let mut vision = encoded.embeddings.flatten_all()?.to_vec1::<f32>()?;
+    for ds in &encoded.deepstack {
+        vision.extend(ds.flatten_all()?.to_vec1::<f32>()?);
+    }
+    let input_ids = ids(&tensor(&golden, "input_ids")?)?;
+    let logits = model
+        .forward_all_logits(&input_ids, &[encoded])?
+        .to_vec2::<f32>()?;
+    Ok((vision, logits))
+}
+
+/// Weights stored in f32 are computed in f32 with the default options (no dtype asked
+/// for): the f32 copy of every committed configuration meets the transformers golden at
+/// the same tolerances as its bf16 original, with images (activations in half precision
+/// would miss it by ~1e-3), and a nudge of every weight below half precision's resolution
+/// reaches the vision outputs and the logits (a weight rounded to f16 or bf16 would erase
+/// it). The nudged copy has no reference of its own: it is only compared with the exact
+/// copy.
+#[test]
+fn f32_stored_configs_compute_in_f32() -> Result<()> {
+    let dirs = config_dirs(&fixtures().join("random"))?;
+    ensure!(!dirs.is_empty(), "no committed random configurations");
+    for (i, dir) in dirs.iter().enumerate() {
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+        let exact = tempfile::tempdir()?;
+        write_f32_copy(dir, exact.path(), None)?;
+        let e = run_config(exact.path())?;
+        eprintln!(
+            "{name:?} stored f32: vision {:.2e}, logits {:.2e}; own preprocessing: vision {:.2e}, logits {:.2e}",
+            e.vision_rel, e.logits_rel, e.e2e_vision_rel, e.e2e_logits_rel
+        );
+        ensure!(
+            e.vision_rel <= VISION_RTOL
+                && e.logits_rel <= LOGITS_RTOL
+                && e.e2e_vision_rel <= VISION_RTOL
+                && e.e2e_logits_rel <= LOGITS_RTOL
+                && e.positions_equal,
+            "{name:?} stored f32 differs from the reference: {e:?}"
+        );
+
+        let nudged = tempfile::tempdir()?;
+        write_f32_copy(dir, nudged.path(), Some(0x5eed_0000 + i as u64))?;
+        let (vision, logits) = f32_outputs(exact.path())?;
+        let (nudged_vision, nudged_logits) = f32_outputs(nudged.path())?;
+        let moved = |a: &[f32], b: &[f32]| a.iter().zip(b).any(|(x, y)| x != y);
+        ensure!(
+            moved(&vision, &nudged_vision),
+            "{name:?}: nudging every f32 weight by 2^-14 left the vision outputs bit-identical: \
+             the weights were rounded to half precision"
+        );
+        ensure!(
+            logits.iter().zip(&nudged_logits).any(|(a, b)| moved(a, b)),
+            "{name:?}: nudging every f32 weight by 2^-14 left the logits bit-identical"
+        );
+        let (shift, _) = logits_errors(&nudged_logits, &logits)?;
+        eprintln!("{name:?} stored f32, nudged by 2^-14: logits moved {shift:.2e}");
+    }
     Ok(())
 }

@@ -115,6 +115,23 @@ impl GgufMeta<'_> {
     }
 }
 
+/// The metadata and tensor infos of the GGUF file `file` (at `path`, for errors), read from
+/// its memory map when there is one, else through a buffer. candle's reader asks for the
+/// stream position at every string: on a bare `File` that is a `read` and an `lseek`
+/// system call per vocabulary entry (about three million for Qwen's 151k tokens and
+/// merges, seconds of start-up); on the mapped bytes it is none.
+pub(crate) fn read_content(
+    path: &Path,
+    file: &std::fs::File,
+    map: Option<&MappedFile>,
+) -> Result<gguf_file::Content> {
+    let content = match map {
+        Some(map) => gguf_file::Content::read(&mut std::io::Cursor::new(map.bytes())),
+        None => gguf_file::Content::read(&mut std::io::BufReader::with_capacity(1 << 16, file)),
+    };
+    content.map_err(|e| Error::model_file_caused(path, "not a readable GGUF file", e))
+}
+
 /// One open GGUF file: its metadata and tensor index, read once; tensors are read on demand.
 /// On the CPU quantized tensors are read in place from a memory map of the file (see
 /// `mapped.rs`); where the file cannot be mapped they are copied as before.
@@ -131,10 +148,9 @@ pub(crate) struct GgufFile {
 impl GgufFile {
     pub(crate) fn open(path: &Path) -> Result<Self> {
         crate::model::file_checks::check_gguf(path)?;
-        let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        let content = gguf_file::Content::read(&mut file)
-            .map_err(|e| Error::model_file_caused(path, "not a readable GGUF file", e))?;
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
         let map = MappedFile::new(&file).ok();
+        let content = read_content(path, &file, map.as_ref())?;
         Ok(GgufFile {
             path: path.to_path_buf(),
             file,

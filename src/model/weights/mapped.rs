@@ -48,6 +48,11 @@ impl MappedFile {
         Ok(MappedFile { map: Arc::new(map) })
     }
 
+    /// The whole file's bytes.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
     /// The `dtype` tensor of `shape` stored at `offset`, read in place; `None` when its
     /// bytes are out of the file or not aligned for the block type (the caller then
     /// reads a copy).

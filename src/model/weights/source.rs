@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use candle_core::quantized::{gguf_file, GgmlDType};
+use candle_core::quantized::GgmlDType;
 use candle_core::{DType, Device};
 use tokenizers::Tokenizer;
 
@@ -67,9 +67,9 @@ impl ModelSource {
             ModelSource::Safetensors { dir } => dir.clone(),
             ModelSource::Gguf { text, .. } => {
                 crate::model::file_checks::check_gguf(text)?;
-                let mut file = std::fs::File::open(text).map_err(|e| Error::io(text, e))?;
-                let content = gguf_file::Content::read(&mut file)
-                    .map_err(|e| Error::model_file_caused(text, "not a readable GGUF file", e))?;
+                let file = std::fs::File::open(text).map_err(|e| Error::io(text, e))?;
+                let map = super::mapped::MappedFile::new(&file).ok();
+                let content = super::gguf::read_content(text, &file, map.as_ref())?;
                 if content.metadata.contains_key("tokenizer.ggml.tokens") {
                     return tokenizer_from_gguf(&content, text);
                 }

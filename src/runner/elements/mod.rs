@@ -38,13 +38,25 @@
 //!   the Accessibility permission, whose absence must read like "no accessibility bus" here.
 //!
 //! Each maps to this trait unchanged: a capture into a table, a refresh by handle, an action by
-//! name, a focus grab.
+//! name, a focus grab, a selection, a value set (`Value.SetValue`, `SelectionItem.Select` in UI
+//! Automation; `kAXValueAttribute`, `kAXSelectedAttribute` in AX).
+//!
+//! # What a capture keeps
+//!
+//! Sources report what they find; two passes shared by every source finish the table:
+//! [`labels`] names the fields left nameless by the label beside or above them, and [`keep`]
+//! says which elements stay when more are in view than the budget holds.
 
 #[cfg(all(target_os = "linux", feature = "accessibility"))]
 mod atspi;
+pub mod keep;
+pub mod labels;
+mod raw;
+
+pub use raw::{ClickVia, ElementState, NameSource, PixelRect, RawElement};
 
 #[cfg(all(target_os = "linux", feature = "accessibility"))]
-pub use atspi::AtspiSource;
+pub use atspi::{switch::switch_on_session, AtspiSource};
 
 use std::time::Duration;
 
@@ -58,6 +70,8 @@ use crate::error::Result;
 pub const MAX_VALUE_CHARS: usize = 80;
 /// Longest name slug in an id, in characters.
 pub const MAX_SLUG_CHARS: usize = 24;
+/// Most options of a combo box listed in the view.
+pub const MAX_OPTIONS: usize = 24;
 
 /// Limits on one element capture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,99 +100,6 @@ impl ElementBudget {
     pub fn max_time(&self) -> Duration {
         Duration::from_millis(self.max_ms)
     }
-}
-
-/// A rectangle in screenshot pixels (may extend past the image; see [`ScreenElement::visible`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PixelRect {
-    /// Left edge.
-    pub x: i32,
-    /// Top edge.
-    pub y: i32,
-    /// Width (≥ 0).
-    pub width: i32,
-    /// Height (≥ 0).
-    pub height: i32,
-}
-
-impl PixelRect {
-    /// The overlap of two rectangles, `None` when they do not overlap.
-    pub fn intersect(&self, other: &PixelRect) -> Option<PixelRect> {
-        let x0 = self.x.max(other.x);
-        let y0 = self.y.max(other.y);
-        let x1 = (self.x + self.width).min(other.x + other.width);
-        let y1 = (self.y + self.height).min(other.y + other.height);
-        (x1 > x0 && y1 > y0).then_some(PixelRect {
-            x: x0,
-            y: y0,
-            width: x1 - x0,
-            height: y1 - y0,
-        })
-    }
-
-    /// Whether the pixel `(px, py)` lies inside.
-    pub fn contains(&self, px: i32, py: i32) -> bool {
-        px >= self.x && py >= self.y && px < self.x + self.width && py < self.y + self.height
-    }
-
-    /// The centre pixel.
-    pub fn centre(&self) -> (i32, i32) {
-        (self.x + self.width / 2, self.y + self.height / 2)
-    }
-
-    /// The area in pixels.
-    pub fn area(&self) -> i64 {
-        i64::from(self.width) * i64::from(self.height)
-    }
-
-    /// The rectangle of a whole `width`×`height` image.
-    pub fn image(width: u32, height: u32) -> PixelRect {
-        PixelRect {
-            x: 0,
-            y: 0,
-            width: i32::try_from(width).unwrap_or(i32::MAX),
-            height: i32::try_from(height).unwrap_or(i32::MAX),
-        }
-    }
-}
-
-/// An element as a source reads it, before ids are given.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RawElement {
-    /// Short role name (`button`, `text`, `checkbox`, …), the view's `element_type`.
-    pub role: String,
-    /// The accessible name (or the description when the name is empty).
-    pub name: String,
-    /// Current value or text, clipped to [`MAX_VALUE_CHARS`].
-    pub value: Option<String>,
-    /// Focused, selected, enabled, checked, expanded.
-    pub state: ElementState,
-    /// Whether a click does something (a control, or an element with an action).
-    pub clickable: bool,
-    /// Whether it takes typed text.
-    pub editable: bool,
-    /// The accessible actions it offers, by name (`click`, `press`, `activate`, `toggle`…).
-    pub actions: Vec<String>,
-    /// Bounds in screenshot pixels.
-    pub bounds: PixelRect,
-    /// Where the source finds the element again (for AT-SPI: `bus name` + object path).
-    pub handle: String,
-}
-
-/// The states the planner needs, as in [`PlanningElementState`] (which is not serializable
-/// with defaults the way this table is written).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ElementState {
-    /// Has keyboard focus.
-    pub focused: bool,
-    /// Selected (list rows, tabs).
-    pub selected: bool,
-    /// Sensitive to input.
-    pub enabled: bool,
-    /// Checked or pressed (check boxes, toggles).
-    pub checked: bool,
-    /// Expanded (trees, combo boxes).
-    pub expanded: bool,
 }
 
 /// One element of a capture: its id, what the planner sees, and where it is.
@@ -211,8 +132,8 @@ impl ScreenElement {
                 expanded: s.expanded,
             },
             clickable: self.raw.clickable,
-            settable: self.raw.editable,
-            select_options: None,
+            settable: self.raw.settable || self.raw.editable,
+            select_options: (!self.raw.options.is_empty()).then(|| self.raw.options.join(", ")),
         }
     }
 
@@ -231,13 +152,20 @@ pub struct ElementTable {
     pub source: String,
     /// How long the capture took, in milliseconds.
     pub capture_ms: u64,
-    /// Whether a budget cut the walk short.
+    /// Whether a budget cut the walk short or left elements out.
     pub truncated: bool,
+    /// Accessibility nodes the capture looked at (walked, or probed in a long list).
+    #[serde(default)]
+    pub nodes_walked: usize,
+    /// Elements found on the image but left out by the element budget ([`keep`]).
+    #[serde(default)]
+    pub dropped: usize,
 }
 
 impl ElementTable {
-    /// Builds the table from raw elements: drops those not on the image, sorts them in reading
-    /// order, gives ids and keeps at most `max_elements`.
+    /// Builds the table from raw elements: drops those not on the image and repeats of one
+    /// handle, keeps at most `max_elements` by the rule of [`keep`], sorts them in reading
+    /// order and gives ids.
     pub fn from_raw(
         raw: Vec<RawElement>,
         image_width: u32,
@@ -245,16 +173,19 @@ impl ElementTable {
         max_elements: usize,
     ) -> Self {
         let screen = PixelRect::image(image_width, image_height);
-        let mut kept: Vec<(RawElement, PixelRect)> = raw
+        let mut handles = std::collections::HashSet::new();
+        let on_image: Vec<(RawElement, PixelRect)> = raw
             .into_iter()
+            .filter(|r| handles.insert(r.handle.clone()))
             .filter_map(|r| r.bounds.intersect(&screen).map(|v| (r, v)))
             .collect();
+        let found = on_image.len();
+        let mut kept = keep::keep_within_budget(on_image, max_elements);
+        let dropped = found - kept.len();
         // Reading order, then role and name so that ties are ordered the same every capture.
         kept.sort_by(|(a, av), (b, bv)| {
             (av.y, av.x, &a.role, &a.name).cmp(&(bv.y, bv.x, &b.role, &b.name))
         });
-        let truncated = kept.len() > max_elements;
-        kept.truncate(max_elements);
         let mut seen: std::collections::HashMap<String, usize> = Default::default();
         let elements = kept
             .into_iter()
@@ -270,7 +201,9 @@ impl ElementTable {
             elements,
             source: String::new(),
             capture_ms: 0,
-            truncated,
+            truncated: dropped > 0,
+            nodes_walked: 0,
+            dropped,
         }
     }
 
@@ -384,6 +317,18 @@ pub trait ElementSource: Send {
     /// Performs the accessible action named `action` on `element`.
     fn invoke(&mut self, element: &ScreenElement, action: &str) -> Result<()>;
 
+    /// Gives `element` keyboard focus (and its window, where the toolkit does that), as a
+    /// click would. An error when the element cannot take focus.
+    fn focus(&mut self, element: &ScreenElement) -> Result<()>;
+
+    /// Selects `element` in its container (a row in its table), as a click on it would.
+    fn select(&mut self, element: &ScreenElement) -> Result<()>;
+
+    /// Sets `element`'s value to `value`: the text of a text field, the number of a slider or
+    /// spin button (within its range), the option of a combo box (by its name). Returns how
+    /// (`text`, `number`, `option`); an error that says what the element takes otherwise.
+    fn set_value(&mut self, element: &ScreenElement, value: &str) -> Result<&'static str>;
+
     /// A fingerprint of the top-level windows (which are showing, which is active), for the
     /// runner to see a window open, close or take focus while it waits; `None` where the
     /// source cannot tell. Costs a few calls per application.
@@ -433,7 +378,11 @@ mod tests {
                 width: 100,
                 height: 30,
             },
-            handle: format!("{x},{y}"),
+            handle: format!("{role}{x},{y}"),
+            click: ClickVia::Pointer,
+            settable: false,
+            options: vec![],
+            name_from: NameSource::Own,
         }
     }
 

@@ -60,8 +60,8 @@ pub fn stack_available() -> anyhow::Result<bool> {
     Ok(false)
 }
 
-/// A private session bus (the AT-SPI bus launcher is activated on it) and the test window on
-/// a private Xvfb; everything is killed on drop.
+/// A private session bus (the AT-SPI bus launcher is activated on it) and the programs of a
+/// test (the test window, dialogs) on a private Xvfb; everything is killed on drop.
 pub struct Session {
     _xvfb: Xvfb,
     /// The X display, `:N`.
@@ -71,11 +71,69 @@ pub struct Session {
     /// Where the window's log and the tests' files live.
     pub dir: tempfile::TempDir,
     _bus: Proc,
-    _app: Proc,
+    /// The programs started in the session (the test window, dialogs), killed on drop.
+    apps: Vec<Proc>,
 }
 
 impl Session {
+    /// The session with the test window, once it logged "ready".
     pub fn start() -> anyhow::Result<Self> {
+        let mut session = Self::bare()?;
+        let log = session.dir.path().join("events.log");
+        let window = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps/a11y_window.py");
+        let window = window.to_str().context("path")?.to_string();
+        session.spawn(PYTHON, &[&window, log.to_str().context("path")?])?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if session.events()?.iter().any(|l| l == "ready") {
+                return Ok(session);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        bail!("the test window did not log \"ready\" within 20 s")
+    }
+
+    /// Starts `program` with `args` in the session (its display, bus and runtime directory,
+    /// its working directory the session's), killed when the session drops.
+    pub fn spawn(&mut self, program: &str, args: &[&str]) -> anyhow::Result<()> {
+        let runtime = self.dir.path().join("runtime");
+        let app = Command::new(program)
+            .args(args)
+            .current_dir(self.dir.path())
+            .env("DISPLAY", &self.display)
+            .env("DBUS_SESSION_BUS_ADDRESS", &self.bus_address)
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .env("GSETTINGS_BACKEND", "memory")
+            .env_remove("NO_AT_BRIDGE")
+            .env_remove("WAYLAND_DISPLAY")
+            .env("GTK_MODULES", "gail:atk-bridge")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("starting {program}"))?;
+        self.apps.push(Proc(app));
+        Ok(())
+    }
+
+    /// Waits until a visible window's name matches `pattern` (xdotool's search).
+    pub fn wait_for_window(&self, pattern: &str) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            let found = Command::new("xdotool")
+                .args(["search", "--onlyvisible", "--name", pattern])
+                .env("DISPLAY", &self.display)
+                .output()
+                .is_ok_and(|o| !o.stdout.is_empty());
+            if found {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        bail!("no window named like /{pattern}/ within 20 s")
+    }
+
+    /// Xvfb and the session bus, no program yet.
+    pub fn bare() -> anyhow::Result<Self> {
         let xvfb = Xvfb::start(SCREEN.0, SCREEN.1)?;
         let display = xvfb.display.clone();
         let dir = tempfile::tempdir()?;
@@ -97,36 +155,14 @@ impl Session {
         BufReader::new(stdout).read_line(&mut bus_address)?;
         let bus_address = bus_address.trim().to_string();
         ensure!(!bus_address.is_empty(), "dbus-daemon printed no address");
-        let log = dir.path().join("events.log");
-        let app = Command::new(PYTHON)
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps/a11y_window.py"))
-            .arg(&log)
-            .env("DISPLAY", &display)
-            .env("DBUS_SESSION_BUS_ADDRESS", &bus_address)
-            .env("XDG_RUNTIME_DIR", &runtime)
-            .env_remove("NO_AT_BRIDGE")
-            .env("GTK_MODULES", "gail:atk-bridge")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting the test window")?;
-        let app = Proc(app);
-        let session = Self {
+        Ok(Self {
             _xvfb: xvfb,
             display,
             bus_address,
             dir,
             _bus: bus,
-            _app: app,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if session.events()?.iter().any(|l| l == "ready") {
-                return Ok(session);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        bail!("the test window did not log \"ready\" within 20 s")
+            apps: Vec::new(),
+        })
     }
 
     /// The lines the test window logged so far.

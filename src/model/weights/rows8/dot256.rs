@@ -196,3 +196,18 @@ entry_point!(
     /// The CPU must have what [`super::Kernel::AvxVnni`] needs.
     group_dot_avxvnni: Vpdpbusd, "avx2,avxvnni,fma,f16c"
 );
+
+/// A laid-out block type's kernels: the 256-bit body it shares between AVX2 and AVX-VNNI
+/// ([`Body256`]) and its AVX-512 VNNI kernel, which reads its own arrangement.
+pub(super) trait Kernels: Body256 {
+    /// [`Body256::group_dot`] with AVX-512 VNNI, on blocks laid out for
+    /// [`Kernel::Avx512Vnni`](super::shared::Kernel::Avx512Vnni).
+    ///
+    /// # Safety
+    /// The CPU must have what [`Kernel::Avx512Vnni`](super::shared::Kernel::Avx512Vnni) needs.
+    unsafe fn group_dot_avx512<const R: usize>(
+        w: &[Self],
+        rows: &[&[Q8Block]; TILE],
+        dst: &mut [[f32; ROWS]; TILE],
+    );
+}

@@ -50,7 +50,7 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use crate::cpu::{candle_quantized_tier, CandleQuantTier};
 use crate::error::{Error, Result};
 #[cfg(target_arch = "x86_64")]
-use dot256::Body256;
+use dot256::Kernels;
 pub(crate) use shared::Kernel;
 use shared::{quantize_row, Q8Block, Q8_ZERO, QK_K, ROWS, TILE};
 
@@ -247,22 +247,6 @@ impl Rows8 {
             unreachable!("the eight-row kernels run on x86-64 only")
         }
     }
-}
-
-/// A laid-out block type's kernels: the 256-bit body it shares between AVX2 and AVX-VNNI
-/// ([`Body256`]) and its AVX-512 VNNI kernel, which reads its own arrangement.
-#[cfg(target_arch = "x86_64")]
-trait Kernels: Body256 {
-    /// [`Body256::group_dot`] with AVX-512 VNNI, on blocks laid out for
-    /// [`Kernel::Avx512Vnni`].
-    ///
-    /// # Safety
-    /// The CPU must have what [`Kernel::Avx512Vnni`] needs.
-    unsafe fn group_dot_avx512<const R: usize>(
-        w: &[Self],
-        rows: &[&[Q8Block]; TILE],
-        dst: &mut [[f32; ROWS]; TILE],
-    );
 }
 
 /// [`Rows8::group_dot`] on the blocks `w` of one row group, laid out for `kernel`.

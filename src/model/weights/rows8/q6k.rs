@@ -25,10 +25,8 @@
 use half::f16;
 
 #[cfg(target_arch = "x86_64")]
-use super::dot256::{Body256, DotStep};
+use super::dot256::{Body256, DotStep, Kernels};
 use super::shared::{Kernel, Q8Block, ROWS, TILE};
-#[cfg(target_arch = "x86_64")]
-use super::Kernels;
 
 /// Bytes of one stored Q6_K block.
 pub(super) const STORED_BYTES: usize = 210;
