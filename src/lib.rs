@@ -87,6 +87,8 @@ pub mod moves;
 pub mod planner;
 #[cfg(feature = "desktop")]
 pub mod runner;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod settings;
 pub mod text_norm;
 pub mod tokenizer;

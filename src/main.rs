@@ -47,6 +47,9 @@ enum Command {
     /// Measure task success: a desktop task suite, click grounding, merging shards.
     #[cfg(feature = "desktop")]
     Eval(cli::eval::EvalArgs),
+    /// Serve the agent as MCP tools and the model behind an OpenAI-compatible API.
+    #[cfg(feature = "serve")]
+    Serve(cli::serve::ServeArgs),
 }
 
 impl Command {
@@ -65,6 +68,8 @@ impl Command {
             #[cfg(feature = "desktop")]
             Command::View(_) => None,
             Command::Models(_) => None,
+            #[cfg(feature = "serve")]
+            Command::Serve(args) => (args.replay.is_none()).then_some(&args.model),
         }
     }
 }
@@ -99,6 +104,8 @@ fn main() -> ExitCode {
         Command::Bench(args) => cli::bench::bench(args),
         #[cfg(feature = "desktop")]
         Command::Eval(args) => cli::eval::eval(args),
+        #[cfg(feature = "serve")]
+        Command::Serve(args) => cli::serve::serve(args),
     };
     // The one place an error becomes a line: every command's setup errors read alike.
     let code = result.unwrap_or_else(|e| {

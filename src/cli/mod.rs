@@ -11,6 +11,8 @@ pub mod models;
 pub mod plan;
 #[cfg(feature = "desktop")]
 pub mod run;
+#[cfg(feature = "serve")]
+pub mod serve;
 #[cfg(feature = "desktop")]
 pub mod view;
 

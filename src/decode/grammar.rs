@@ -80,6 +80,24 @@ impl Grammar {
         Ok(grammar)
     }
 
+    /// Compile a caller's JSON schema (an OpenAI `response_format` of type `json_schema`),
+    /// with llguidance's own JSON-schema support. Cost: milliseconds for ordinary schemas.
+    /// Errors with [`Error::Grammar`] naming what llguidance rejects (an unsupported
+    /// keyword, a contradiction). Strings the schema leaves unbounded are bounded only by
+    /// the decoder's [`DecodeOptions::budget_tokens`](super::DecodeOptions::budget_tokens).
+    ///
+    /// The JSON is compact (`,` and `:` with no whitespace around them) unless the schema
+    /// sets llguidance's own `x-guidance` options: free whitespace between tokens lets a
+    /// model pad an answer until its budget runs out.
+    pub fn from_json_schema(env: &TokenEnv, mut schema: serde_json::Value) -> Result<Self> {
+        if let Some(object) = schema.as_object_mut() {
+            object
+                .entry("x-guidance")
+                .or_insert_with(|| serde_json::json!({ "whitespace_flexible": false }));
+        }
+        Self::compile(env, TopLevelGrammar::from_json_schema(schema))
+    }
+
     /// Compile any llguidance Lark grammar.
     pub fn from_lark(env: &TokenEnv, lark: &str) -> Result<Self> {
         Self::compile(env, TopLevelGrammar::from_lark(lark.to_string()))

@@ -414,6 +414,36 @@ impl LocalPlanner {
     pub fn cache_len(&self) -> Result<usize> {
         Ok(lock(&self.engine)?.model.cache_len())
     }
+
+    /// Lends the loaded model, with its tokenizer, token environment and image
+    /// preprocessing, to other work between turns (free generation, a decode under a
+    /// caller's grammar: `sightline serve`'s chat endpoint), so one loaded model serves
+    /// both. The work holds the planner's lock, so turns wait for it as they wait for each
+    /// other; the KV cache is the work's afterwards, and the next turn prefills from the
+    /// start (the encoded-screenshot cache stays valid).
+    pub fn with_model<R>(&self, work: impl FnOnce(ModelLoan<'_>) -> Result<R>) -> Result<R> {
+        let mut engine = lock(&self.engine)?;
+        let engine = &mut *engine;
+        engine.cached = CachedPrompt::default();
+        work(ModelLoan {
+            model: engine.model.as_mut(),
+            tokenizer: engine.renderer.tokenizer(),
+            env: &engine.env,
+            preprocess: &engine.preprocess,
+        })
+    }
+}
+
+/// The loaded model and what works with it, lent by [`LocalPlanner::with_model`].
+pub struct ModelLoan<'a> {
+    /// The model; its KV cache holds whatever the last call fed.
+    pub model: &'a mut dyn VisionLanguageModel,
+    /// Its tokenizer.
+    pub tokenizer: &'a Tokenizer,
+    /// The token environment grammars are compiled against.
+    pub env: &'a TokenEnv,
+    /// The image preprocessing of the planner's visual budget.
+    pub preprocess: &'a PreprocessConfig,
 }
 
 fn lock(engine: &Mutex<Engine>) -> Result<std::sync::MutexGuard<'_, Engine>> {

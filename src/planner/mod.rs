@@ -14,5 +14,5 @@ mod local;
 pub mod prompt;
 
 pub use local::{
-    DeviceChoice, LoadReport, LocalPlanner, PlannerOptions, StageTimes, Turn, TurnStats,
+    DeviceChoice, LoadReport, LocalPlanner, ModelLoan, PlannerOptions, StageTimes, Turn, TurnStats,
 };

@@ -59,6 +59,7 @@
 //! or ids a caller's [`TargetResolver`] knows. Any other action (`cdp_eval`, `navigate`,
 //! `ax_action`, …) is a non-recoverable step error that says why, never a silent skip.
 
+mod act;
 pub mod capture;
 pub mod coords;
 pub mod elements;
@@ -83,6 +84,7 @@ use cel_contracts::{
 };
 use serde_json::{json, Value};
 
+pub use act::ActReport;
 pub use capture::{list_monitors, Capture, MonitorInfo, ScreenCapturer};
 pub use coords::{InputPoint, ScreenGeometry};
 pub use describe::{action_type, describe_action};
@@ -164,6 +166,26 @@ struct RunState {
     geometry: Option<ScreenGeometry>,
     /// The destructive-step gate, with the line a terminal holds across batches.
     gate: safety::Gate,
+}
+
+impl RunState {
+    /// A run starting now, ending at the latest `timeout_ms` from now, gated by `grants`.
+    fn new(timeout_ms: u64, grants: safety::Grants) -> Self {
+        let start = Instant::now();
+        Self {
+            start,
+            deadline: start + Duration::from_millis(timeout_ms),
+            history: Vec::new(),
+            memory: json!({}),
+            steps_used: 0,
+            turns: 0,
+            failed_batches: 0,
+            runner_pointer: None,
+            pending_capture: None,
+            geometry: None,
+            gate: safety::Gate::new(grants),
+        }
+    }
 }
 
 /// What one turn works from: the goal, the planner, and what it observed.
@@ -261,21 +283,8 @@ impl Runner {
         planner: &dyn PlanProducer,
         observer: &mut dyn RunObserver,
     ) -> Result<RunReport> {
-        let start = Instant::now();
         let limits = self.options.limits.clone();
-        let mut state = RunState {
-            start,
-            deadline: start + Duration::from_millis(limits.timeout_ms),
-            history: Vec::new(),
-            memory: json!({}),
-            steps_used: 0,
-            turns: 0,
-            failed_batches: 0,
-            runner_pointer: None,
-            pending_capture: None,
-            geometry: None,
-            gate: safety::Gate::new(self.options.grants.clone()),
-        };
+        let mut state = RunState::new(limits.timeout_ms, self.options.grants.clone());
         // The first capture is part of setup: no display, no monitor or denied capture is an
         // error for the caller, not a run outcome.
         state.pending_capture = Some(self.desktop.capture()?);

@@ -67,4 +67,6 @@ mod prompt_grammar;
 mod runner_cli;
 #[cfg(feature = "desktop")]
 mod runner_fake_screen;
+mod serve_mcp;
+mod serve_openai;
 mod settings_cli;

@@ -194,6 +194,36 @@ const LAYER_RULES: &[(&str, &str, &str)] = &[
         "src/exit_code.rs",
         "nothing below the CLI and eval knows exit codes",
     ),
+    (
+        "src/runner/",
+        "src/serve/",
+        "the server sits beside the CLI, above the runner and the planner",
+    ),
+    (
+        "src/planner/",
+        "src/serve/",
+        "the server sits beside the CLI, above the runner and the planner",
+    ),
+    (
+        "src/decode/",
+        "src/serve/",
+        "the server sits beside the CLI, above the runner and the planner",
+    ),
+    (
+        "src/model/",
+        "src/serve/",
+        "the server sits beside the CLI, above the runner and the planner",
+    ),
+    (
+        "src/moves/",
+        "src/serve/",
+        "the server sits beside the CLI, above the runner and the planner",
+    ),
+    (
+        "src/hub/",
+        "src/serve/",
+        "the server sits beside the CLI, above the runner and the planner",
+    ),
 ];
 
 #[test]
@@ -218,6 +248,9 @@ fn layers_depend_one_way_as_the_architecture_says() -> Result<()> {
         .is_empty());
     ensure!(!graph
         .production_edges("src/runner/", "src/moves/")
+        .is_empty());
+    ensure!(!graph
+        .production_edges("src/serve/", "src/runner/")
         .is_empty());
     Ok(())
 }

@@ -1,0 +1,164 @@
+//! The planner behind the served tools: a loaded model, or recorded moves (`--replay`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cel_contracts::{AttemptRecord, DoneVerdict, NextMove, PlanProducer, PlanningView};
+
+use super::queue::{ModelQueue, QueueError};
+use crate::error::Error;
+use crate::planner::{LocalPlanner, Turn, TurnStats};
+use crate::runner::ReplayPlanner;
+
+/// What answers `plan`, `verify`, `run` and the `sightline` chat model.
+#[derive(Debug, Clone)]
+pub enum Brain {
+    /// A loaded model: it also serves chat completions.
+    Model {
+        /// The planner over the model.
+        planner: LocalPlanner,
+        /// The name clients use for free chat with it (the `--model` given).
+        name: String,
+    },
+    /// Recorded moves, returned in order across every call (for demos and tests); no chat
+    /// model.
+    Replay {
+        /// The replay.
+        planner: Arc<ReplayPlanner>,
+        /// Where the moves come from, for logs.
+        label: String,
+    },
+}
+
+/// One turn's inputs, owned: they cross to the model's thread.
+#[derive(Debug, Clone)]
+pub struct OwnedTurn {
+    /// The goal.
+    pub goal: String,
+    /// Earlier attempts, oldest first.
+    pub history: Vec<AttemptRecord>,
+    /// Shared memory.
+    pub memory: serde_json::Value,
+    /// The view.
+    pub view: PlanningView,
+    /// The screenshot (PNG or JPEG).
+    pub screenshot: Option<Vec<u8>>,
+}
+
+impl OwnedTurn {
+    fn turn(&self) -> Turn<'_> {
+        Turn {
+            goal: &self.goal,
+            history: &self.history,
+            shared_memory: &self.memory,
+            view: &self.view,
+            screenshot: self.screenshot.as_deref(),
+        }
+    }
+}
+
+/// An answer and, from a model, the turn's stats.
+#[derive(Debug, Clone)]
+pub struct Planned<T> {
+    /// The move or verdict.
+    pub answer: T,
+    /// Stage times and counts (none from a replay).
+    pub stats: Option<TurnStats>,
+}
+
+impl Brain {
+    /// The planner in words, for logs and `/v1/models`.
+    pub fn label(&self) -> &str {
+        match self {
+            Brain::Model { name, .. } => name,
+            Brain::Replay { label, .. } => label,
+        }
+    }
+
+    /// The loaded model's planner, when there is one.
+    pub fn model(&self) -> Option<&LocalPlanner> {
+        match self {
+            Brain::Model { planner, .. } => Some(planner),
+            Brain::Replay { .. } => None,
+        }
+    }
+
+    /// The planner as a runner sees it.
+    pub fn producer(&self) -> Arc<dyn PlanProducer + Send + Sync> {
+        match self {
+            Brain::Model { planner, .. } => Arc::new(planner.clone()),
+            Brain::Replay { planner, .. } => {
+                Arc::clone(planner) as Arc<dyn PlanProducer + Send + Sync>
+            }
+        }
+    }
+
+    /// `decide_next` for `turn`, through the model's queue.
+    pub async fn plan(
+        &self,
+        queue: &ModelQueue,
+        timeout: Duration,
+        turn: OwnedTurn,
+    ) -> Result<Planned<NextMove>, QueueError> {
+        let brain = self.clone();
+        queue
+            .run(timeout, move |_| match brain {
+                Brain::Model { planner, .. } => {
+                    planner.plan(&turn.turn()).map(|(answer, stats)| Planned {
+                        answer,
+                        stats: Some(stats),
+                    })
+                }
+                Brain::Replay { planner, .. } => tokio::runtime::Handle::current()
+                    .block_on(planner.decide_next(
+                        &turn.goal,
+                        &turn.history,
+                        &turn.memory,
+                        &turn.view,
+                        turn.screenshot.as_deref(),
+                    ))
+                    .map(|answer| Planned {
+                        answer,
+                        stats: None,
+                    })
+                    .map_err(Error::invalid_input),
+            })
+            .await
+    }
+
+    /// `verify_done` of `summary` for `turn`, through the model's queue.
+    pub async fn verify(
+        &self,
+        queue: &ModelQueue,
+        timeout: Duration,
+        turn: OwnedTurn,
+        summary: String,
+    ) -> Result<Planned<DoneVerdict>, QueueError> {
+        let brain = self.clone();
+        queue
+            .run(timeout, move |_| match brain {
+                Brain::Model { planner, .. } => {
+                    planner
+                        .verify(&turn.turn(), &summary)
+                        .map(|(answer, stats)| Planned {
+                            answer,
+                            stats: Some(stats),
+                        })
+                }
+                Brain::Replay { planner, .. } => tokio::runtime::Handle::current()
+                    .block_on(planner.verify_done(
+                        &turn.goal,
+                        &summary,
+                        &turn.memory,
+                        &turn.view,
+                        turn.screenshot.as_deref(),
+                    ))
+                    .map(|answer| Planned {
+                        answer,
+                        stats: None,
+                    })
+                    .map_err(Error::invalid_input),
+            })
+            .await
+    }
+}
