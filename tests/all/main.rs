@@ -67,6 +67,7 @@ mod prompt_grammar;
 mod runner_cli;
 #[cfg(feature = "desktop")]
 mod runner_fake_screen;
+mod serve_clients;
 mod serve_mcp;
 mod serve_openai;
 mod settings_cli;

@@ -19,13 +19,13 @@ use serde_json::{json, Value};
 
 /// A hang guard per request, not a speed target.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
-const TOKEN: &str = "test-token-0123456789";
+pub(crate) const TOKEN: &str = "test-token-0123456789";
 /// The request body limit the server is started with, in MiB.
 const LIMIT_MIB: usize = 1;
 
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    addr: String,
+    pub(crate) addr: String,
     /// The MCP endpoint's address (streamable HTTP, same process, same model).
     mcp_addr: String,
 }
@@ -37,13 +37,13 @@ impl Drop for Server {
     }
 }
 
-fn fixtures() -> std::path::PathBuf {
+pub(crate) fn fixtures() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("models/fixtures")
 }
 
 impl Server {
     /// Starts the server on a free port and reads the address it printed.
-    fn start() -> Result<Self> {
+    pub(crate) fn start() -> Result<Self> {
         let model = fixtures().join("tiny-b");
         let mut child = Command::new(env!("CARGO_BIN_EXE_sightline"))
             .args([
