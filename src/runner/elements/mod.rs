@@ -90,7 +90,11 @@ impl Default for ElementBudget {
             // The view's own default element budget: the planner shows no more.
             max_elements: cel_contracts::PlanningBudget::default().max_elements as usize,
             max_depth: 40,
-            max_ms: 1_500,
+            // A large browser page reads in about 0.4 s; a machine busy with other work can
+            // take several times that, and a capture cut short hides the controls the
+            // planner needs (1.5 s cut a file chooser and a form in the desktop suite under
+            // load).
+            max_ms: 3_000,
         }
     }
 }
