@@ -213,12 +213,7 @@ impl ChatGenerator {
     /// The chat prompt's token ids.
     pub fn prompt_ids(&self, prompt: &str, image_tokens: Option<usize>) -> Result<Vec<u32>> {
         let text = Self::prompt_text(prompt, image_tokens);
-        Ok(self
-            .tokenizer
-            .encode(text, false)
-            .map_err(|e| Error::tokenizer_caused("", e))?
-            .get_ids()
-            .to_vec())
+        crate::tokenizer::encode_ids(&self.tokenizer, &text, "the prompt")
     }
 
     /// Render `request`, encode its image and generate. The model's KV cache is emptied

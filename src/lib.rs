@@ -73,6 +73,7 @@
 pub mod bench;
 pub mod chat;
 pub mod cpu;
+mod debug_fields;
 pub mod decode;
 pub mod error;
 pub mod eval;

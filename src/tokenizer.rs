@@ -37,6 +37,16 @@ pub fn load_tokenizer(path: &Path) -> Result<Tokenizer> {
     Tokenizer::from_bytes(&json).map_err(|e| Error::tokenizer_caused(path.display().to_string(), e))
 }
 
+/// The ids of `text` (special tokens written in it are matched, none are added); `what`
+/// names the text in the error.
+pub fn encode_ids(tokenizer: &Tokenizer, text: &str, what: &str) -> Result<Vec<u32>> {
+    Ok(tokenizer
+        .encode(text, false)
+        .map_err(|e| Error::tokenizer_caused(what, e))?
+        .get_ids()
+        .to_vec())
+}
+
 /// Ids of the Qwen3-VL chat and vision special tokens, looked up by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SpecialTokens {

@@ -362,13 +362,7 @@ pub struct StageBench {
     memory: Vec<StageMemory>,
 }
 
-impl std::fmt::Debug for StageBench {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StageBench")
-            .field("model", &self.model)
-            .finish_non_exhaustive()
-    }
-}
+crate::debug_fields::debug_fields!(StageBench { model });
 
 impl StageBench {
     /// Load the model (timed, with memory read before and after) and its tokenizer.

@@ -137,14 +137,7 @@ fn setup_and_run(
             let model = args.model.resolve()?;
             let label = format!("{} ({})", model.spec, model.source);
             let planner = LocalPlanner::load(&args.model.planner_options(&model)?)?;
-            let report = planner.report();
-            eprintln!(
-                "loaded {} ({}) on {} in {:.1} s",
-                report.model,
-                report.quant,
-                report.device,
-                report.load_time.as_secs_f64()
-            );
+            eprintln!("{}", planner.report().summary());
             // The trace gets the model's own stage times of every call.
             let handle = planner.clone();
             planner_stats = Some(Box::new(move || {

@@ -99,14 +99,7 @@ pub fn serve(args: &ServeArgs) -> anyhow::Result<i32> {
         None => {
             let model = args.model.resolve()?;
             let planner = LocalPlanner::load(&args.model.planner_options(&model)?)?;
-            let report = planner.report();
-            eprintln!(
-                "loaded {} ({}) on {} in {:.1} s",
-                report.model,
-                report.quant,
-                report.device,
-                report.load_time.as_secs_f64()
-            );
+            eprintln!("{}", planner.report().summary());
             Brain::Model {
                 planner,
                 name: served_name(&model.spec),

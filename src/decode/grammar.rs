@@ -35,13 +35,7 @@ pub struct Grammar {
     max_tokens: Option<usize>,
 }
 
-impl std::fmt::Debug for Grammar {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Grammar")
-            .field("compile_time", &self.compile_time)
-            .finish_non_exhaustive()
-    }
-}
+crate::debug_fields::debug_fields!(Grammar { compile_time });
 
 impl Grammar {
     /// Compile this turn's move grammar. Cost: a few milliseconds (grows with the

@@ -127,6 +127,19 @@ pub struct LoadReport {
     pub stages: Vec<(&'static str, Duration)>,
 }
 
+impl LoadReport {
+    /// One line for the terminal: `loaded MODEL (QUANT) on DEVICE in S s`.
+    pub fn summary(&self) -> String {
+        format!(
+            "loaded {} ({}) on {} in {:.1} s",
+            self.model,
+            self.quant,
+            self.device,
+            self.load_time.as_secs_f64()
+        )
+    }
+}
+
 /// Times load stages one after the other: each [`lap`](Self::lap) records the time since
 /// the previous one.
 struct LoadStages(Vec<(&'static str, Duration)>, Instant);
@@ -254,13 +267,7 @@ pub struct LocalPlanner {
     grader_setup: HeadMeta,
 }
 
-impl std::fmt::Debug for LocalPlanner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalPlanner")
-            .field("report", &self.report)
-            .finish_non_exhaustive()
-    }
-}
+crate::debug_fields::debug_fields!(LocalPlanner { report });
 
 impl LocalPlanner {
     /// Load the model, its tokenizer and preprocessing, and build the grader head.

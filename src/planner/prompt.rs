@@ -533,12 +533,7 @@ impl PromptRenderer {
     }
 
     fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        Ok(self
-            .tokenizer
-            .encode(text, false)
-            .map_err(|e| Error::tokenizer_caused("", e))?
-            .get_ids()
-            .to_vec())
+        crate::tokenizer::encode_ids(&self.tokenizer, text, "the prompt")
     }
 }
 

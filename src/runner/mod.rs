@@ -139,13 +139,7 @@ pub struct Runner {
     planner_stats: Option<PlannerStats>,
 }
 
-impl std::fmt::Debug for Runner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Runner")
-            .field("options", &self.options)
-            .finish_non_exhaustive()
-    }
-}
+crate::debug_fields::debug_fields!(Runner { options });
 
 /// The state of one run, threaded through its turns.
 struct RunState {

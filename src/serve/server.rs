@@ -18,13 +18,7 @@ pub struct BoundServer {
     endpoints: Vec<String>,
 }
 
-impl std::fmt::Debug for BoundServer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BoundServer")
-            .field("endpoints", &self.endpoints)
-            .finish_non_exhaustive()
-    }
-}
+crate::debug_fields::debug_fields!(BoundServer { endpoints });
 
 impl BoundServer {
     /// Checks the configuration against the access rules and binds every listener. Call

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use candle_core::{DType, Tensor};
 use candle_nn::ops::softmax_last_dim;
 
-use super::attention_inputs::AttentionInputs;
+use super::attention_inputs::{run_kernel, AttentionSlices};
 use super::flash_cpu::flash_cpu;
 use crate::cpu::math::{axpy, dot, exp_sub_sum, max_of};
 use crate::cpu::{self, dispatch_fn, CpuPath};
@@ -49,10 +49,10 @@ fn attention_within(
 ) -> Result<Tensor> {
     let (_, rep, n, _) = q.dims4()?;
     if rep * n <= FEW_ROWS {
-        if let Some(out) = few_rows_cpu(q, k, v, mask, scale)? {
+        if let Some(out) = few_rows_cpu(cpu::path(), q, k, v, mask, scale)? {
             return Ok(out);
         }
-    } else if let Some(out) = flash_cpu(q, k, v, mask, scale)? {
+    } else if let Some(out) = flash_cpu(cpu::path(), q, k, v, mask, scale)? {
         return Ok(out);
     }
     matmul_route(q, k, v, mask, scale, budget_bytes)
@@ -101,31 +101,21 @@ pub(super) fn matmul_route(
     }
 }
 
-/// What the per-group loop of [`few_rows_cpu`] reads.
-struct FewRows<'a> {
-    q: &'a [f32],
-    k: &'a [f32],
-    v: &'a [f32],
-    /// `(n, len)` additive mask.
-    mask: Option<&'a [f32]>,
-    ks: [usize; 2],
-    vs: [usize; 2],
-    n: usize,
-    rows: usize,
-    len: usize,
-    hd: usize,
-    scale: f32,
-}
-
 dispatch_fn!(
     /// [`few_rows_group`] compiled for `path`.
-    fn few_rows_group_on(x: &FewRows, scores: &mut [f32], g: usize, dst: &mut [f32]) => few_rows_group
+    fn few_rows_group_on(x: &AttentionSlices, scale: f32, scores: &mut [f32], g: usize, dst: &mut [f32]) => few_rows_group
 );
 
 /// The `rows` query rows of group `g` into `dst` (`rows × hd`); `scores` is `rows × len`
 /// scratch.
 #[inline(always)]
-fn few_rows_group<const FMA: bool>(x: &FewRows, scores: &mut [f32], g: usize, dst: &mut [f32]) {
+fn few_rows_group<const FMA: bool>(
+    x: &AttentionSlices,
+    scale: f32,
+    scores: &mut [f32],
+    g: usize,
+    dst: &mut [f32],
+) {
     let (hd, len, n) = (x.hd, x.len, x.n);
     let qg = &x.q[g * x.rows * hd..][..x.rows * hd];
     // Scores: one pass over the keys for all rows of the group.
@@ -133,7 +123,7 @@ fn few_rows_group<const FMA: bool>(x: &FewRows, scores: &mut [f32], g: usize, ds
         let kj = &x.k[g * x.ks[0] + j * x.ks[1]..][..hd];
         for (r, qr) in qg.chunks_exact(hd).enumerate() {
             let m = x.mask.map_or(0.0, |m| m[(r % n) * len + j]);
-            scores[r * len + j] = dot::<FMA>(qr, kj) * x.scale + m;
+            scores[r * len + j] = dot::<FMA>(qr, kj) * scale + m;
         }
     }
     for row in scores.chunks_exact_mut(len) {
@@ -151,24 +141,13 @@ fn few_rows_group<const FMA: bool>(x: &FewRows, scores: &mut [f32], g: usize, ds
     }
 }
 
-/// Attention for a few query rows per KV group, on the CPU in f32, read straight from
-/// the cache's strided buffers: each key and value row is read once per layer. The
-/// matmul route packs (copies) the whole cache twice per layer and token and pays a
-/// thread-pool round trip per matmul: over a 512-token context, 12.8 ms of a 2B decode
-/// step against 6.7 ms here. `None` when the tensors are not CPU f32 with
+/// Attention for a few query rows per KV group, on the CPU in f32 on kernel path `path`,
+/// read straight from the cache's strided buffers: each key and value row is read once per
+/// layer. The matmul route packs (copies) the whole cache twice per layer and token and
+/// pays a thread-pool round trip per matmul: over a 512-token context, 12.8 ms of a 2B
+/// decode step against 6.7 ms here. `None` when the tensors are not CPU f32 with
 /// contiguous rows; the caller then takes the matmul route.
 fn few_rows_cpu(
-    q: &Tensor,
-    k: &Tensor,
-    v: &Tensor,
-    mask: Option<&Tensor>,
-    scale: f64,
-) -> Result<Option<Tensor>> {
-    few_rows_cpu_on(cpu::path(), q, k, v, mask, scale)
-}
-
-/// [`few_rows_cpu`] on a given kernel path (one [`CpuPath::supported`] here).
-fn few_rows_cpu_on(
     path: CpuPath,
     q: &Tensor,
     k: &Tensor,
@@ -176,54 +155,22 @@ fn few_rows_cpu_on(
     mask: Option<&Tensor>,
     scale: f64,
 ) -> Result<Option<Tensor>> {
-    let Some(views) = AttentionInputs::of(q, k, v, mask)? else {
-        return Ok(None);
-    };
-    let Some((q_data, k_data, v_data, mask_data)) = views.slices() else {
-        return Ok(None);
-    };
-    let AttentionInputs {
-        groups,
-        rep,
-        rows,
-        n,
-        len,
-        hd,
-        ks: [ks0, ks1],
-        vs: [vs0, vs1],
-        ..
-    } = views;
-    let inputs = FewRows {
-        q: q_data,
-        k: k_data,
-        v: v_data,
-        mask: mask_data,
-        ks: [ks0, ks1],
-        vs: [vs0, vs1],
-        n,
-        rows,
-        len,
-        hd,
-        scale: scale as f32,
-    };
-    let mut out = vec![0f32; groups * rows * hd];
-    let per_group: Vec<Mutex<&mut [f32]>> = out.chunks_mut(rows * hd).map(Mutex::new).collect();
-    candle_core::utils::barrier_pool().execute_chunked(groups, |range| {
-        let mut scores = vec![0f32; rows * len];
-        for g in range {
-            let Ok(mut dst) = per_group[g].lock() else {
-                continue;
-            };
-            few_rows_group_on(path, &inputs, &mut scores, g, &mut dst);
-        }
-    });
-    drop(per_group);
-    drop(views);
-    Ok(Some(Tensor::from_vec(
-        out,
-        (groups, rep, n, hd),
-        q.device(),
-    )?))
+    run_kernel(q, k, v, mask, |x| {
+        let (rows, hd, len) = (x.rows, x.hd, x.len);
+        let mut out = vec![0f32; x.groups * rows * hd];
+        let per_group: Vec<Mutex<&mut [f32]>> = out.chunks_mut(rows * hd).map(Mutex::new).collect();
+        candle_core::utils::barrier_pool().execute_chunked(x.groups, |range| {
+            let mut scores = vec![0f32; rows * len];
+            for g in range {
+                let Ok(mut dst) = per_group[g].lock() else {
+                    continue;
+                };
+                few_rows_group_on(path, x, scale as f32, &mut scores, g, &mut dst);
+            }
+        });
+        drop(per_group);
+        out
+    })
 }
 
 #[cfg(test)]
@@ -282,7 +229,7 @@ mod tests {
             for mask in [None, Some(&causal)] {
                 let reference = matmul_route(&q, &k, &v, mask, 0.25, usize::MAX)?;
                 for path in CpuPath::available() {
-                    let direct = few_rows_cpu_on(path, &q, &k, &v, mask, 0.25)?
+                    let direct = few_rows_cpu(path, &q, &k, &v, mask, 0.25)?
                         .ok_or_else(|| Error::internal("CPU f32 inputs took another route"))?;
                     let diff = (direct - &reference)?
                         .abs()?
@@ -296,7 +243,7 @@ mod tests {
         // Not CPU f32: the caller takes the matmul route.
         let q16 = random(&mut rng, &[groups, rep, 1, hd])?.to_dtype(DType::F16)?;
         let k16 = kb.to_dtype(DType::F16)?;
-        assert!(few_rows_cpu(&q16, &k16, &k16, None, 0.25)?.is_none());
+        assert!(few_rows_cpu(cpu::path(), &q16, &k16, &k16, None, 0.25)?.is_none());
         Ok(())
     }
 
@@ -318,7 +265,7 @@ mod tests {
                 let mut result = Ok(());
                 let secs = crate::cpu::math::thread_cpu_seconds(|| {
                     for _layer in 0..28 {
-                        if let Err(e) = few_rows_cpu_on(path, &q, &k, &v, None, 0.088) {
+                        if let Err(e) = few_rows_cpu(path, &q, &k, &v, None, 0.088) {
                             result = Err(e);
                         }
                     }

@@ -39,12 +39,30 @@ impl<'a> CpuF32<'a> {
 /// The inputs of one CPU attention call, read-locked and checked once: `q (groups, rep, n, hd)`
 /// contiguous, `k`/`v` `(groups, len, hd)` with a unit inner stride (possibly views into a
 /// larger KV-cache buffer), an optional contiguous `(n, len)` mask. Shared by the decode loop
-/// (`attention.rs`) and the fused kernel (`flash_cpu.rs`).
+/// (`attention.rs`) and the fused kernel (`flash_cpu.rs`), which read them through
+/// [`slices`](Self::slices).
 pub(super) struct AttentionInputs<'a> {
     q: CpuF32<'a>,
     k: CpuF32<'a>,
     v: CpuF32<'a>,
     mask: Option<CpuF32<'a>>,
+    /// `[groups, rep, n, len, hd]`.
+    dims: [usize; 5],
+    ks: [usize; 2],
+    vs: [usize; 2],
+}
+
+/// What the kernels index: the values and the dimensions of one [`AttentionInputs`].
+#[derive(Clone, Copy)]
+pub(super) struct AttentionSlices<'a> {
+    /// Contiguous `(groups, rep, n, hd)`.
+    pub q: &'a [f32],
+    /// From the first key on; row `j` of group `g` at `g * ks[0] + j * ks[1]`.
+    pub k: &'a [f32],
+    /// From the first value on; indexed like `k` with `vs`.
+    pub v: &'a [f32],
+    /// Contiguous `(n, len)` additive mask.
+    pub mask: Option<&'a [f32]>,
     /// Query groups (batch × KV heads).
     pub groups: usize,
     /// Query heads per group (GQA).
@@ -63,6 +81,29 @@ pub(super) struct AttentionInputs<'a> {
     pub vs: [usize; 2],
 }
 
+/// Runs `kernel` on the inputs of one attention call and returns its output, `(groups, rep,
+/// n, hd)` values, as a tensor on `q`'s device; `None` when [`AttentionInputs::of`] declines
+/// them (the caller then takes another route). The inputs stay read-locked while the kernel
+/// runs and no longer.
+pub(super) fn run_kernel(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+    kernel: impl FnOnce(&AttentionSlices<'_>) -> Vec<f32>,
+) -> crate::error::Result<Option<Tensor>> {
+    let Some(inputs) = AttentionInputs::of(q, k, v, mask)? else {
+        return Ok(None);
+    };
+    let Some(x) = inputs.slices() else {
+        return Ok(None);
+    };
+    let out = kernel(&x);
+    let shape = (x.groups, x.rep, x.n, x.hd);
+    drop(inputs);
+    Ok(Some(Tensor::from_vec(out, shape, q.device())?))
+}
+
 impl<'a> AttentionInputs<'a> {
     /// `None` when an input is not CPU f32, a dimension is empty, a layout is not one the
     /// kernels index directly, or a row they would index does not exist: the caller then
@@ -75,8 +116,7 @@ impl<'a> AttentionInputs<'a> {
     ) -> candle_core::Result<Option<Self>> {
         let (groups, rep, n, hd) = q.dims4()?;
         let len = k.dim(1)?;
-        let rows = rep * n;
-        if groups == 0 || rows == 0 || len == 0 || hd == 0 {
+        if groups == 0 || rep * n == 0 || len == 0 || hd == 0 {
             return Ok(None);
         }
         let (Some(q), Some(k), Some(v)) = (CpuF32::of(q), CpuF32::of(k), CpuF32::of(v)) else {
@@ -97,39 +137,43 @@ impl<'a> AttentionInputs<'a> {
             k,
             v,
             mask,
-            groups,
-            rep,
-            rows,
-            n,
-            len,
-            hd,
+            dims: [groups, rep, n, len, hd],
             ks: [ks0, ks1],
             vs: [vs0, vs1],
         };
-        let Some((q_data, k_data, v_data, mask_data)) = inputs.slices() else {
+        let Some(x) = inputs.slices() else {
             return Ok(None);
         };
         // Every row the kernels index must exist (a view into a larger cache buffer).
         let last_row = |[s0, s1]: [usize; 2]| (groups - 1) * s0 + (len - 1) * s1 + hd;
-        let fits = k_data.len() >= last_row(inputs.ks)
-            && v_data.len() >= last_row(inputs.vs)
-            && q_data.len() >= groups * rows * hd
-            && mask_data.is_none_or(|m| m.len() == n * len);
+        let fits = x.k.len() >= last_row(x.ks)
+            && x.v.len() >= last_row(x.vs)
+            && x.q.len() >= groups * x.rows * hd
+            && x.mask.is_none_or(|m| m.len() == n * len);
         Ok(fits.then_some(inputs))
     }
 
-    /// `(q, k, v, mask)`: `q` and the mask as contiguous values, `k` and `v` from their first
-    /// element on (index them with [`ks`](Self::ks) / [`vs`](Self::vs)). `None` only when a
-    /// layout is not contiguous where it must be, which [`of`](Self::of) has ruled out.
-    #[allow(clippy::type_complexity)]
-    pub(super) fn slices(&self) -> Option<(&[f32], &[f32], &[f32], Option<&[f32]>)> {
-        let q = self.q.contiguous()?;
+    /// The values and dimensions. `None` only when a layout is not contiguous where it must
+    /// be, which [`of`](Self::of) has ruled out.
+    pub(super) fn slices(&self) -> Option<AttentionSlices<'_>> {
+        let [groups, rep, n, len, hd] = self.dims;
         let k = self.k.data().get(self.k.layout().start_offset()..)?;
-        let v = self.v.data().get(self.v.layout().start_offset()..)?;
-        let mask = match &self.mask {
-            Some(m) => Some(m.contiguous()?),
-            None => None,
-        };
-        Some((q, k, v, mask))
+        Some(AttentionSlices {
+            q: self.q.contiguous()?,
+            k,
+            v: self.v.data().get(self.v.layout().start_offset()..)?,
+            mask: match &self.mask {
+                Some(m) => Some(m.contiguous()?),
+                None => None,
+            },
+            groups,
+            rep,
+            rows: rep * n,
+            n,
+            len,
+            hd,
+            ks: self.ks,
+            vs: self.vs,
+        })
     }
 }

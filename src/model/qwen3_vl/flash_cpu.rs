@@ -8,16 +8,16 @@
 //! Products are register tiles of [`TR`] rows × [`TW`] columns: hand-written AVX-512 and
 //! AVX2+FMA kernels, and fixed-size array loops for the portable (and NEON) path. The
 //! whole per-task loop (tiles, softmax, rescaling) is compiled once per path and chosen
-//! at run time ([`cpu::path`]), so a default build runs the AVX-512 or AVX2 code on CPUs
+//! at run time ([`crate::cpu::path`]), so a default build runs the AVX-512 or AVX2 code on CPUs
 //! that have it.
 
 use std::sync::Mutex;
 
 use candle_core::Tensor;
 
-use super::attention_inputs::AttentionInputs;
+use super::attention_inputs::{run_kernel, AttentionSlices};
 use crate::cpu::math::{exp_nonpositive, exp_sub_sum, fmadd, max_of};
-use crate::cpu::{self, dispatch_fn, CpuPath};
+use crate::cpu::{dispatch_fn, CpuPath};
 use crate::error::Result;
 
 /// Query rows per task (the unit of work on candle's thread pool).
@@ -376,20 +376,9 @@ fn attend_rows<const FMA: bool>(
 
 /// Attention for `q` `(groups, rep, n, hd)` against `k`, `v` `(groups, len, hd)` with
 /// an optional additive `(n, len)` mask, as [`super::attention::attention`] computes
-/// it, on the process's kernel path. `None` when the inputs are not CPU f32 with
-/// unit-stride rows (the caller then takes another route).
+/// it, on kernel path `path` (one [`CpuPath::supported`] here). `None` when the inputs
+/// are not CPU f32 with unit-stride rows (the caller then takes another route).
 pub(super) fn flash_cpu(
-    q: &Tensor,
-    k: &Tensor,
-    v: &Tensor,
-    mask: Option<&Tensor>,
-    scale: f64,
-) -> Result<Option<Tensor>> {
-    flash_cpu_on(cpu::path(), q, k, v, mask, scale)
-}
-
-/// [`flash_cpu`] on a given kernel path (one [`CpuPath::supported`] here).
-pub(super) fn flash_cpu_on(
     path: CpuPath,
     q: &Tensor,
     k: &Tensor,
@@ -397,24 +386,14 @@ pub(super) fn flash_cpu_on(
     mask: Option<&Tensor>,
     scale: f64,
 ) -> Result<Option<Tensor>> {
-    let Some(views) = AttentionInputs::of(q, k, v, mask)? else {
-        return Ok(None);
-    };
-    let Some((q_data, k_data, v_data, mask_data)) = views.slices() else {
-        return Ok(None);
-    };
-    let AttentionInputs {
-        groups,
-        rep,
-        rows,
-        n,
-        len,
-        hd,
-        ks: [ks0, ks1],
-        vs: [vs0, vs1],
-        ..
-    } = views;
-    let scale = scale as f32;
+    run_kernel(q, k, v, mask, |x| fused(path, x, scale as f32))
+}
+
+/// [`flash_cpu`]'s work on checked inputs: the `(groups, rep, n, hd)` output values.
+fn fused(path: CpuPath, x: &AttentionSlices<'_>, scale: f32) -> Vec<f32> {
+    let (groups, rows, n, len, hd) = (x.groups, x.rows, x.n, x.len, x.hd);
+    let ([ks0, ks1], [vs0, vs1]) = (x.ks, x.vs);
+    let (q_data, k_data, v_data, mask_data) = (x.q, x.k, x.v, x.mask);
     // Keys transposed per group, `(hd, len_padded)`, so a score tile reads TW
     // consecutive keys per dimension; the padding is never read as a score.
     let len_padded = len.div_ceil(TW) * TW;
@@ -476,12 +455,7 @@ pub(super) fn flash_cpu_on(
         }
     });
     drop(tasks);
-    drop(views);
-    Ok(Some(Tensor::from_vec(
-        out,
-        (groups, rep, n, hd),
-        q.device(),
-    )?))
+    out
 }
 
 #[cfg(test)]
@@ -535,7 +509,7 @@ mod tests {
                 let scale = 1.0 / (hd as f64).sqrt();
                 let reference = matmul_route(&q, &k, &v, mask, scale, usize::MAX)?;
                 for path in CpuPath::available() {
-                    let fused = flash_cpu_on(path, &q, &k, &v, mask, scale)?
+                    let fused = flash_cpu(path, &q, &k, &v, mask, scale)?
                         .ok_or_else(|| Error::internal("CPU f32 inputs took another route"))?;
                     let diff = max_diff(&fused, &reference)?;
                     assert!(
@@ -601,7 +575,7 @@ mod tests {
         m[5..10].fill(f32::NEG_INFINITY);
         let mask = Tensor::from_vec(m, (3, 5), &Device::Cpu)?;
         for path in CpuPath::available() {
-            let fused = flash_cpu_on(path, &q, &k, &v, Some(&mask), 0.5)?
+            let fused = flash_cpu(path, &q, &k, &v, Some(&mask), 0.5)?
                 .ok_or_else(|| Error::internal("CPU f32 inputs took another route"))?
                 .flatten_all()?
                 .to_vec1::<f32>()?;
@@ -613,7 +587,7 @@ mod tests {
         }
         // Not CPU f32: another route.
         let q16 = q.to_dtype(DType::F16)?;
-        assert!(flash_cpu(&q16, &k, &v, None, 0.5)?.is_none());
+        assert!(flash_cpu(crate::cpu::path(), &q16, &k, &v, None, 0.5)?.is_none());
         Ok(())
     }
 
@@ -658,7 +632,7 @@ mod tests {
                 for (i, &path) in paths.iter().enumerate() {
                     let mut result = Ok(None);
                     let secs = crate::cpu::math::thread_cpu_seconds(|| {
-                        result = flash_cpu_on(path, &q, &k, &v, mask.as_ref(), scale);
+                        result = flash_cpu(path, &q, &k, &v, mask.as_ref(), scale);
                     });
                     result?.ok_or_else(|| Error::internal("f32 inputs took another route"))?;
                     best[i] = best[i].min(secs);

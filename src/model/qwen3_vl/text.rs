@@ -118,22 +118,9 @@ impl Attention {
             Linear::forward_shared(&[&self.q_proj, &self.k_proj, &self.v_proj], xs)?
                 .try_into()
                 .map_err(|_| Error::internal("fused q/k/v returned a wrong count"))?;
-        let q = q.reshape((n, self.n_heads, hd))?;
-        let q = self
-            .q_norm
-            .forward(&q)?
-            .transpose(0, 1)?
-            .unsqueeze(0)?
-            .contiguous()?;
-        let k = k.reshape((n, self.n_kv_heads, hd))?;
-        let k = self
-            .k_norm
-            .forward(&k)?
-            .transpose(0, 1)?
-            .unsqueeze(0)?
-            .contiguous()?;
-        let v = v.reshape((n, self.n_kv_heads, hd))?;
-        let v = v.transpose(0, 1)?.unsqueeze(0)?.contiguous()?;
+        let q = heads_first(&self.q_norm.forward(&q.reshape((n, self.n_heads, hd))?)?)?;
+        let k = heads_first(&self.k_norm.forward(&k.reshape((n, self.n_kv_heads, hd))?)?)?;
+        let v = heads_first(&v.reshape((n, self.n_kv_heads, hd))?)?;
         let q = rope(&q, step.cos, step.sin)?;
         let k = rope(&k, step.cos, step.sin)?;
         let (k_all, v_all) = cache.append(layer, &k, &v)?;
@@ -338,4 +325,10 @@ pub(crate) fn causal_mask(n: usize, offset: usize, device: &Device) -> Result<Te
         })
         .collect();
     Ok(Tensor::from_vec(mask, (n, total), device)?)
+}
+
+/// `(n, heads, hd)` to `(1, heads, n, hd)`, contiguous: the layout attention and the cache
+/// take.
+fn heads_first(x: &Tensor) -> Result<Tensor> {
+    Ok(x.transpose(0, 1)?.unsqueeze(0)?.contiguous()?)
 }

@@ -52,11 +52,7 @@ pub struct SightlineMcp {
     shared: Arc<Shared>,
 }
 
-impl std::fmt::Debug for SightlineMcp {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SightlineMcp").finish_non_exhaustive()
-    }
-}
+crate::debug_fields::debug_fields!(SightlineMcp {});
 
 /// A tool's failure as the host shows it: one line, `isError`.
 fn failed(message: impl std::fmt::Display) -> CallToolResult {

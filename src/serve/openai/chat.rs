@@ -138,12 +138,7 @@ fn generate(
         Format::Text => None,
     };
     let (prompt, images) = render(&mut model, loan.preprocess, &request.messages)?;
-    let ids = loan
-        .tokenizer
-        .encode(prompt, false)
-        .map_err(|e| Error::tokenizer_caused("the conversation", e))?
-        .get_ids()
-        .to_vec();
+    let ids = crate::tokenizer::encode_ids(loan.tokenizer, &prompt, "the conversation")?;
     if let Some(grammar) = grammar {
         model.truncate(0)?;
         let logits = model.feed(&ids, &images)?;

@@ -40,13 +40,7 @@ pub struct AtspiSource {
     frames: HashMap<String, Frame>,
 }
 
-impl std::fmt::Debug for AtspiSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AtspiSource")
-            .field("toolkits", &self.toolkits)
-            .finish_non_exhaustive()
-    }
-}
+crate::debug_fields::debug_fields!(AtspiSource { toolkits });
 
 impl AtspiSource {
     /// Connects to the accessibility bus of this session and switches accessibility on (see

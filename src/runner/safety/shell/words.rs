@@ -50,13 +50,7 @@ impl Walker<'_> {
                     None => fixed = false,
                 },
                 WordPiece::TildeExpansion(_) => fixed = false,
-                WordPiece::EscapeSequence(s) => {
-                    let c = s.trim_start_matches('\\');
-                    // A backslash-newline joins lines and stands for nothing.
-                    if c != "\n" {
-                        value.push_str(c);
-                    }
-                }
+                WordPiece::EscapeSequence(s) => value.push_str(unescaped(s)),
                 other => {
                     fixed = false;
                     self.piece_substitutions(other, raw, p);
@@ -83,12 +77,7 @@ impl Walker<'_> {
         for p in inner {
             match &p.piece {
                 WordPiece::Text(s) => value.push_str(s),
-                WordPiece::EscapeSequence(s) => {
-                    let c = s.trim_start_matches('\\');
-                    if c != "\n" {
-                        value.push_str(c);
-                    }
-                }
+                WordPiece::EscapeSequence(s) => value.push_str(unescaped(s)),
                 other => {
                     fixed = false;
                     self.piece_substitutions(other, raw, p);
@@ -160,4 +149,13 @@ fn unescape_backquoted(s: &str) -> String {
         out.push(c);
     }
     out
+}
+
+/// What a backslash escape stands for: the character after the backslash; a
+/// backslash-newline joins lines and stands for nothing.
+fn unescaped(escape: &str) -> &str {
+    match escape.trim_start_matches('\\') {
+        "\n" => "",
+        c => c,
+    }
 }
