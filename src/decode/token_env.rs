@@ -24,6 +24,7 @@ use tokenizers::Tokenizer;
 use toktrie::{SimpleVob, TokEnv, TokRxInfo, TokTrie, TokenId, TokenizerEnv};
 
 use crate::error::{Error, Result};
+use crate::tokenizer::Vocabulary;
 
 /// The name of the token that ends a move: Qwen's end of a chat turn.
 pub const EOS_TOKEN: &str = "<|im_end|>";
@@ -56,6 +57,8 @@ pub fn byte_level_decoder() -> HashMap<char, u8> {
 #[derive(Clone)]
 pub struct TokenEnv {
     env: TokEnv,
+    /// The same environment, concrete, to [`bind`](Self::bind) the tokenizer.
+    hf: Arc<HfTokenizerEnv>,
     factory: Arc<ParserFactory>,
     eos: TokenId,
     n_vocab: usize,
@@ -79,7 +82,9 @@ impl std::fmt::Debug for TokenEnv {
 /// toktrie's view of the tokenizer: the trie, and the real tokenizer for the
 /// canonical tokenization llguidance needs to force tokens.
 struct HfTokenizerEnv {
-    tokenizer: Tokenizer,
+    /// Set by [`TokenEnv::bind`] (the environment may be built from the vocabulary while
+    /// the tokenizer is still being built); until then the trie tokenizes greedily.
+    tokenizer: std::sync::OnceLock<Tokenizer>,
     trie: TokTrie,
     /// Tokenizations of forced byte strings. llguidance tokenizes the forced bytes
     /// at every step (twice after a forced run), and the same few dozen structural
@@ -117,9 +122,9 @@ impl HfTokenizerEnv {
         // forced tokens must be); the trie's greedy tokenization covers the rest, and a
         // tokenizer error, instead of panicking inside the parser.
         self.trie.tokenize_with_greedy_fallback(s, |text| {
-            match self.tokenizer.encode_fast(text, false) {
-                Ok(enc) => enc.get_ids().to_vec(),
-                Err(_) => self.trie.greedy_tokenize(text.as_bytes()),
+            match self.tokenizer.get().map(|t| t.encode_fast(text, false)) {
+                Some(Ok(enc)) => enc.get_ids().to_vec(),
+                _ => self.trie.greedy_tokenize(text.as_bytes()),
             }
         })
     }
@@ -127,41 +132,52 @@ impl HfTokenizerEnv {
 
 impl TokenEnv {
     /// Build the environment from the model's tokenizer, with `n_vocab` the width of
-    /// the model's logits row.
+    /// the model's logits row: [`from_vocabulary`](Self::from_vocabulary), then
+    /// [`bind`](Self::bind).
+    pub fn from_tokenizer(tokenizer: &Tokenizer, n_vocab: usize) -> Result<Self> {
+        let env = Self::from_vocabulary(&Vocabulary::of(tokenizer), n_vocab)?;
+        env.bind(tokenizer.clone())?;
+        Ok(env)
+    }
+
+    /// Build the environment from the tokenizer's vocabulary, with `n_vocab` the width of
+    /// the model's logits row; [`bind`](Self::bind) the tokenizer before compiling grammars
+    /// (forced tokens need its canonical tokenization).
     ///
     /// Cost: about a second for a 151k vocabulary (trie, then the parser factory's
     /// precomputed token slices). Errors when `n_vocab` is smaller than the
-    /// tokenizer, when the tokenizer is not byte-level BPE, or when it lacks the
+    /// vocabulary, when the tokenizer is not byte-level BPE, or when it lacks the
     /// end-of-turn token [`EOS_TOKEN`].
-    pub fn from_tokenizer(tokenizer: &Tokenizer, n_vocab: usize) -> Result<Self> {
-        let tokenizer_vocab = tokenizer.get_vocab_size(true);
+    pub fn from_vocabulary(vocabulary: &Vocabulary, n_vocab: usize) -> Result<Self> {
+        let tokenizer_vocab = vocabulary.tokens.len();
         if n_vocab < tokenizer_vocab {
             return Err(Error::tokenizer(format!(
                 "the model's logits are {n_vocab} wide but the tokenizer has \
                  {tokenizer_vocab} tokens: tokenizer and model do not match"
             )));
         }
-        let eos = tokenizer.token_to_id(EOS_TOKEN).ok_or_else(|| {
-            Error::tokenizer(format!("the end-of-turn token {EOS_TOKEN} is missing"))
-        })?;
-        let is_byte_level = tokenizer
-            .get_decoder()
-            .and_then(|d| serde_json::to_value(d).ok())
-            .is_some_and(|d| d["type"] == "ByteLevel");
-        if !is_byte_level {
+        let eos = vocabulary
+            .tokens
+            .iter()
+            .find(|(text, _)| text == EOS_TOKEN)
+            .map(|&(_, id)| id)
+            .ok_or_else(|| {
+                Error::tokenizer(format!("the end-of-turn token {EOS_TOKEN} is missing"))
+            })?;
+        if !vocabulary.byte_level {
             return Err(Error::tokenizer(
                 "only byte-level BPE tokenizers are supported (decoder is not ByteLevel)",
             ));
         }
 
-        let added = tokenizer.get_added_tokens_decoder();
         let decoder = byte_level_decoder();
         let mut words: Vec<Vec<u8>> = vec![Vec::new(); n_vocab];
-        for (text, id) in tokenizer.get_vocab(true) {
+        for (text, id) in &vocabulary.tokens {
+            let id = *id;
             let slot = words.get_mut(id as usize).ok_or_else(|| {
                 Error::tokenizer(format!("token {text:?} has id {id}, past the vocabulary"))
             })?;
-            *slot = if added.contains_key(&id) {
+            *slot = if vocabulary.added.contains(&id) {
                 let mut bytes = Vec::with_capacity(text.len() + 1);
                 bytes.push(TokTrie::SPECIAL_TOKEN_MARKER);
                 bytes.extend_from_slice(text.as_bytes());
@@ -193,11 +209,12 @@ impl TokenEnv {
                 finishers.allow_token(id as TokenId);
             }
         }
-        let env: TokEnv = Arc::new(HfTokenizerEnv {
-            tokenizer: tokenizer.clone(),
+        let hf = Arc::new(HfTokenizerEnv {
+            tokenizer: std::sync::OnceLock::new(),
             trie,
             memo: Default::default(),
         });
+        let env: TokEnv = hf.clone();
         // llguidance's JSON token slices: precomputed token classes that answer masks
         // inside strings without walking the vocabulary. Keeping only the unbounded
         // string class measured ~5% faster for the Lark grammar, but it leaves the
@@ -207,6 +224,7 @@ impl TokenEnv {
         factory.quiet();
         Ok(TokenEnv {
             env,
+            hf,
             factory: Arc::new(factory),
             eos,
             n_vocab,
@@ -215,6 +233,52 @@ impl TokenEnv {
             finishers: Arc::new(finishers),
             with_byte: Default::default(),
         })
+    }
+
+    /// Give the environment the tokenizer its vocabulary came from, for the canonical
+    /// tokenization of forced tokens. Errors (and binds nothing) when the tokenizer's
+    /// vocabulary is not the one the environment was built from: its size, its
+    /// end-of-turn token, and every token at a stride of 61 ids are compared (a whole
+    /// comparison would cost a tenth of the build this runs beside). Binding twice keeps
+    /// the first.
+    pub fn bind(&self, tokenizer: Tokenizer) -> Result<()> {
+        let trie = self.env.tok_trie();
+        let disagree = |what: String| {
+            Error::tokenizer(format!(
+                "the tokenizer does not match the vocabulary its token environment was built \
+                 from: {what}"
+            ))
+        };
+        let size = tokenizer.get_vocab_size(true);
+        if size != self.tokenizer_vocab {
+            return Err(disagree(format!(
+                "{size} tokens against {}",
+                self.tokenizer_vocab
+            )));
+        }
+        if tokenizer.token_to_id(EOS_TOKEN) != Some(self.eos) {
+            return Err(disagree(format!("{EOS_TOKEN} is not id {}", self.eos)));
+        }
+        let decoder = byte_level_decoder();
+        for id in (0..self.n_vocab as TokenId).step_by(61) {
+            let expected = trie.token(id);
+            let bytes: Option<Vec<u8>> = tokenizer.id_to_token(id).map(|text| {
+                if expected.first() == Some(&TokTrie::SPECIAL_TOKEN_MARKER) {
+                    let mut b = vec![TokTrie::SPECIAL_TOKEN_MARKER];
+                    b.extend_from_slice(text.as_bytes());
+                    b
+                } else {
+                    text.chars()
+                        .filter_map(|c| decoder.get(&c).copied())
+                        .collect()
+                }
+            });
+            if bytes.as_deref().unwrap_or_default() != expected {
+                return Err(disagree(format!("token {id} differs")));
+            }
+        }
+        let _ = self.hf.tokenizer.set(tokenizer);
+        Ok(())
     }
 
     /// The toktrie environment llguidance works with.

@@ -39,7 +39,7 @@ use crate::decode::{
 };
 use crate::error::{Error, Result};
 use crate::image::{preprocess_bytes, PreprocessConfig};
-use crate::model::qwen3_vl::Qwen3Vl;
+use crate::model::qwen3_vl::{check_tokenizer, Qwen3Vl, Qwen3VlConfig, WeightSource};
 use crate::model::weights::{LoadOptions, ModelSource};
 use crate::model::{EncodedImage, VisionLanguageModel};
 use crate::moves::Dialect;
@@ -137,6 +137,51 @@ impl LoadReport {
             self.device,
             self.load_time.as_secs_f64()
         )
+    }
+}
+
+/// What [`LocalPlanner::load`] builds beside the weights: the tokenizer, checked against
+/// the model's configuration, and the grammar's token environment over its vocabulary,
+/// each stage timed on its own thread (they overlap).
+struct TextSide {
+    tokenizer: Tokenizer,
+    env: TokenEnv,
+    stages: Vec<(&'static str, Duration)>,
+}
+
+impl TextSide {
+    /// The tokenizer is built on this thread while another builds the token environment
+    /// from the vocabulary read straight from the same file; the tokenizer is then checked
+    /// against the model and bound to the environment. Errors in the order the sequential
+    /// build gave them: the tokenizer's, the model check's, the environment's.
+    fn load(source: &ModelSource, config: &Qwen3VlConfig) -> Result<Self> {
+        let vocab_size = config.text.vocab_size;
+        let env_source = source.clone();
+        let env_side = std::thread::Builder::new()
+            .name("sightline-token-env".into())
+            .spawn(move || {
+                let t = Instant::now();
+                let env = env_source
+                    .vocabulary()
+                    .and_then(|v| TokenEnv::from_vocabulary(&v, vocab_size));
+                (env, t.elapsed())
+            })
+            .map_err(|e| Error::io("a thread for the token environment", e))?;
+        let t = Instant::now();
+        let tokenizer = source.tokenizer();
+        let tokenizer_time = t.elapsed();
+        let (env, env_time) = env_side
+            .join()
+            .map_err(|_| Error::internal("the token environment thread panicked"))?;
+        let tokenizer = tokenizer?;
+        check_tokenizer(config, &tokenizer)?;
+        let env = env?;
+        env.bind(tokenizer.clone())?;
+        Ok(TextSide {
+            tokenizer,
+            env,
+            stages: vec![("tokenizer", tokenizer_time), ("token env", env_time)],
+        })
     }
 }
 
@@ -271,20 +316,39 @@ crate::debug_fields::debug_fields!(LocalPlanner { report });
 
 impl LocalPlanner {
     /// Load the model, its tokenizer and preprocessing, and build the grader head.
+    ///
+    /// The tokenizer and the grammar's token environment need only the files and the
+    /// vocabulary size, so they are built on threads of their own while the weights load
+    /// (the environment from the vocabulary read straight from the file, not from the
+    /// built tokenizer): the load takes the longest of the three (plus the grader), not
+    /// their sum. Errors keep their order: the weights' first, then the tokenizer's.
     pub fn load(options: &PlannerOptions) -> Result<Self> {
         let start = Instant::now();
-        let mut stages = LoadStages::default();
         let device = options.device.resolve()?;
-        let model = Qwen3Vl::load(&LoadOptions {
+        let weights = WeightSource::open(&LoadOptions {
             quantize: options.quantize,
             device: device.clone(),
             ..LoadOptions::new(options.source.clone())
         })?;
-        stages.lap("weights");
-        let tokenizer = options.source.tokenizer()?;
-        stages.lap("tokenizer");
+        let config = weights.config().clone();
+        let source = options.source.clone();
+        let text_side = std::thread::Builder::new()
+            .name("sightline-tokenizer".into())
+            .spawn(move || TextSide::load(&source, &config))
+            .map_err(|e| Error::io("a thread for the tokenizer", e))?;
+        let model = Qwen3Vl::from_weights(&weights);
+        weights.release_pages();
+        let weights_time = start.elapsed();
+        let text_side = text_side
+            .join()
+            .map_err(|_| Error::internal("the tokenizer thread panicked"));
+        let model = model?;
+        let TextSide {
+            tokenizer,
+            env,
+            stages: mut text_stages,
+        } = text_side??;
         let preprocess = options.source.preprocess_config()?;
-        model.check_tokenizer(&tokenizer)?;
         let quant = match options.quantize {
             Some(q) => format!("{q:?} (quantized at load)"),
             None => "as stored".to_string(),
@@ -297,14 +361,16 @@ impl LocalPlanner {
             model.dtype(),
             model.source()
         );
-        let mut planner = Self::from_parts(Box::new(model), tokenizer, preprocess, options)?;
-        stages.0.append(&mut planner.report.stages);
+        let mut planner = Self::assemble(Box::new(model), tokenizer, env, preprocess, options)?;
+        let mut stages = vec![("weights", weights_time)];
+        stages.append(&mut text_stages);
+        stages.append(&mut planner.report.stages);
         planner.report = LoadReport {
             model: model_description,
             quant,
             device: format!("{device:?}"),
             load_time: start.elapsed(),
-            stages: stages.0,
+            stages,
         };
         tracing::info!(report = ?planner.report, "planner loaded");
         Ok(planner)
@@ -314,6 +380,23 @@ impl LocalPlanner {
     pub fn from_parts(
         model: Box<dyn VisionLanguageModel>,
         tokenizer: Tokenizer,
+        preprocess: PreprocessConfig,
+        options: &PlannerOptions,
+    ) -> Result<Self> {
+        let mut stages = LoadStages::default();
+        let env = TokenEnv::from_tokenizer(&tokenizer, model.vocab_size())?;
+        stages.lap("token env");
+        let mut planner = Self::assemble(model, tokenizer, env, preprocess, options)?;
+        stages.0.append(&mut planner.report.stages);
+        planner.report.stages = stages.0;
+        Ok(planner)
+    }
+
+    /// The planner from its parts, the token environment built.
+    fn assemble(
+        model: Box<dyn VisionLanguageModel>,
+        tokenizer: Tokenizer,
+        env: TokenEnv,
         mut preprocess: PreprocessConfig,
         options: &PlannerOptions,
     ) -> Result<Self> {
@@ -328,11 +411,9 @@ impl LocalPlanner {
             )));
         }
         let mut stages = LoadStages::default();
-        let env = TokenEnv::from_tokenizer(&tokenizer, model.vocab_size())?;
         // A tokenizer without the dialect's or template's tokens fails here, at load, not on
         // the first turn.
         check_special_tokens(&env, options.dialect, options.template)?;
-        stages.lap("token env");
         let renderer = PromptRenderer::new(
             tokenizer,
             system_prompt_in(&options.grammar, options.dialect),

@@ -14,7 +14,7 @@ use sightline::decode::{
 };
 use sightline::model::scripted::{LogitProfile, Script};
 use sightline::moves::{ActionKind, MoveLimits};
-use sightline::tokenizer::load_tokenizer;
+use sightline::tokenizer::{load_tokenizer, Vocabulary};
 use sightline::{Error, VisionLanguageModel};
 
 /// Decode toward `target` on a view with these ids and capabilities.
@@ -60,6 +60,29 @@ fn token_env_has_the_logits_width_and_never_allows_padding_or_special_tokens() -
         TokenEnv::from_tokenizer(&tokenizer, 1000),
         Err(Error::Tokenizer { .. })
     ));
+    // An environment built from another vocabulary refuses the tokenizer: one token
+    // fewer, or two tokens that trade places.
+    let mut fewer = Vocabulary::of(&tokenizer);
+    fewer.tokens.retain(|(_, id)| *id != 1000);
+    let env_fewer = TokenEnv::from_vocabulary(&fewer, QWEN_LOGITS)?;
+    ensure!(matches!(
+        env_fewer.bind(tokenizer.clone()),
+        Err(Error::Tokenizer { .. })
+    ));
+    let mut swapped = Vocabulary::of(&tokenizer);
+    for (_, id) in swapped.tokens.iter_mut() {
+        *id = match *id {
+            0 => 61,
+            61 => 0,
+            other => other,
+        };
+    }
+    let env_swapped = TokenEnv::from_vocabulary(&swapped, QWEN_LOGITS)?;
+    let err = env_swapped
+        .bind(tokenizer.clone())
+        .err()
+        .ok_or_else(|| anyhow::anyhow!("a tokenizer with two tokens swapped was bound"))?;
+    ensure!(err.to_string().contains("token 0 differs"), "{err}");
 
     // At the start of a string (almost every token allowed) and at the end of a move
     // (only EOS): padding ids and special tokens other than EOS are never allowed.

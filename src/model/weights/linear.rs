@@ -7,6 +7,7 @@ use std::sync::Arc;
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Module, Tensor};
 
+use super::float_gemv;
 use super::rows8::{self, Rows8};
 use super::MappedPages;
 use crate::error::Result;
@@ -14,6 +15,34 @@ use crate::error::Result;
 /// Rows of `xs`: the product of all dims but the last.
 fn rows(xs: &Tensor) -> usize {
     xs.dims().iter().rev().skip(1).product()
+}
+
+/// `xs @ wᵀ` through `gemv` (one of [`float_gemv`]'s entries) when `xs` has at most
+/// [`float_gemv::MAX_ROWS`] rows and the entry takes the matrix (`w_dims`: `(out, in)`), in
+/// `xs`'s shape (last dim `out`) and dtype; `None` otherwise.
+fn few_rows(
+    xs: &Tensor,
+    w_dims: &[usize],
+    gemv: impl FnOnce(&[f32], usize) -> candle_core::Result<Option<Vec<f32>>>,
+) -> Result<Option<Tensor>> {
+    let m = rows(xs);
+    let (Some(&out), true) = (
+        w_dims.first(),
+        m <= float_gemv::MAX_ROWS && xs.device().is_cpu(),
+    ) else {
+        return Ok(None);
+    };
+    let x: Vec<f32> = xs.to_dtype(DType::F32)?.flatten_all()?.to_vec1()?;
+    let Some(y) = gemv(&x, m)? else {
+        return Ok(None);
+    };
+    let mut dims = xs.dims().to_vec();
+    if let Some(last) = dims.last_mut() {
+        *last = out;
+    }
+    Ok(Some(
+        Tensor::from_vec(y, dims, xs.device())?.to_dtype(xs.dtype())?,
+    ))
 }
 
 /// A linear layer through [`QMatMul`]: `xs @ weightᵀ + bias`.
@@ -89,6 +118,11 @@ impl Linear {
             // weights): widened for this call as below, its pages dropped after it, so
             // the tower's weights are resident only while an image is encoded.
             QMatMul::QTensor(q) if is_float(q.dtype()) => {
+                if let Some(ys) = few_rows(xs, q.shape().dims(), |x, m| {
+                    float_gemv::qtensor_gemv(q, x, m)
+                })? {
+                    return self.add_bias(ys);
+                }
                 let w = q.dequantize(xs.device())?.to_dtype(xs.dtype())?;
                 let ys = QMatMul::Tensor(w).forward(xs)?;
                 if let Some(pages) = &self.pages {
@@ -102,10 +136,17 @@ impl Linear {
             QMatMul::QTensor(_) => self.quantized_forward(xs)?,
             // Half-precision weights kept as stored on the CPU: widened for this call.
             QMatMul::Tensor(w) if w.dtype() != xs.dtype() => {
+                if let Some(ys) = few_rows(xs, w.dims(), |x, m| float_gemv::tensor_gemv(w, x, m))? {
+                    return self.add_bias(ys);
+                }
                 QMatMul::Tensor(w.to_dtype(xs.dtype())?).forward(xs)?
             }
             _ => self.weight.forward(xs)?,
         };
+        self.add_bias(ys)
+    }
+
+    fn add_bias(&self, ys: Tensor) -> Result<Tensor> {
         match &self.bias {
             Some(b) => Ok(ys.broadcast_add(b)?),
             None => Ok(ys),

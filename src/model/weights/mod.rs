@@ -26,6 +26,7 @@
 //! the quantized matmul kernels of the device (on x86 CPUs with AVX2, Q4_K and Q6_K
 //! through the eight-row layouts of `rows8/`).
 
+mod float_gemv;
 mod gguf;
 mod linear;
 mod mapped;

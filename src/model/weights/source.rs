@@ -2,13 +2,21 @@
 
 use std::path::{Path, PathBuf};
 
-use candle_core::quantized::GgmlDType;
+use candle_core::quantized::{gguf_file, GgmlDType};
 use candle_core::{DType, Device};
 use tokenizers::Tokenizer;
 
 use crate::error::{Error, Result};
 use crate::image::PreprocessConfig;
-use crate::tokenizer::{load_tokenizer, tokenizer_from_gguf};
+use crate::tokenizer::{load_tokenizer, tokenizer_from_gguf, Vocabulary};
+
+/// The file a model's tokenizer is read from.
+enum TokenizerFile {
+    /// The vocabulary inside a GGUF file (its metadata, and the file's path).
+    Gguf(Box<gguf_file::Content>, PathBuf),
+    /// A `tokenizer.json` or `tokenizer.json.gz`.
+    Json(PathBuf),
+}
 
 /// Where a model's files are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,6 +71,22 @@ impl ModelSource {
     /// safetensors directory; the vocabulary a GGUF file carries, else a `tokenizer.json`
     /// beside the GGUF (official GGUF repos ship none, converted files carry one).
     pub fn tokenizer(&self) -> Result<Tokenizer> {
+        match self.tokenizer_file()? {
+            TokenizerFile::Gguf(content, path) => tokenizer_from_gguf(&content, &path),
+            TokenizerFile::Json(path) => load_tokenizer(&path),
+        }
+    }
+
+    /// The vocabulary of [`tokenizer`](Self::tokenizer), read from the same file without
+    /// building the tokenizer.
+    pub fn vocabulary(&self) -> Result<Vocabulary> {
+        match self.tokenizer_file()? {
+            TokenizerFile::Gguf(content, path) => Vocabulary::from_gguf(&content, &path),
+            TokenizerFile::Json(path) => Vocabulary::from_tokenizer_json(&path),
+        }
+    }
+
+    fn tokenizer_file(&self) -> Result<TokenizerFile> {
         let dir = match self {
             ModelSource::Safetensors { dir } => dir.clone(),
             ModelSource::Gguf { text, .. } => {
@@ -71,7 +95,7 @@ impl ModelSource {
                 let map = super::mapped::MappedFile::new(&file).ok();
                 let content = super::gguf::read_content(text, &file, map.as_ref())?;
                 if content.metadata.contains_key("tokenizer.ggml.tokens") {
-                    return tokenizer_from_gguf(&content, text);
+                    return Ok(TokenizerFile::Gguf(Box::new(content), text.clone()));
                 }
                 text.parent().map(Path::to_path_buf).unwrap_or_default()
             }
@@ -80,12 +104,12 @@ impl ModelSource {
             .iter()
             .map(|name| dir.join(name))
             .find(|path| path.is_file())
-            .map(|path| load_tokenizer(&path))
-            .unwrap_or_else(|| {
-                Err(Error::tokenizer(format!(
+            .map(TokenizerFile::Json)
+            .ok_or_else(|| {
+                Error::tokenizer(format!(
                     "no tokenizer.json or tokenizer.json.gz in {}",
                     dir.display()
-                )))
+                ))
             })
     }
 

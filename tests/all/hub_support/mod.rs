@@ -331,24 +331,26 @@ fn handle(mut stream: TcpStream, is_storage: bool, shared: &Shared) -> std::io::
             if let Some(at) = stall_at {
                 if sent <= at && at < sent + chunk.len() {
                     let (before, after) = chunk.split_at(at - sent);
-                    stream.write_all(before)?;
-                    stream.flush()?;
                     shared
                         .storage_bytes
                         .fetch_add(before.len() as u64, Ordering::SeqCst);
+                    stream.write_all(before)?;
+                    stream.flush()?;
                     wait_for_release(shared);
-                    stream.write_all(after)?;
                     shared
                         .storage_bytes
                         .fetch_add(after.len() as u64, Ordering::SeqCst);
+                    stream.write_all(after)?;
                     sent += chunk.len();
                     continue;
                 }
             }
-            stream.write_all(chunk)?;
+            // Counted before the write: once the last write returns, the client may have
+            // read it all and the test may look at the count.
             shared
                 .storage_bytes
                 .fetch_add(chunk.len() as u64, Ordering::SeqCst);
+            stream.write_all(chunk)?;
             sent += chunk.len();
         }
         stream.flush()?;
