@@ -40,6 +40,8 @@ const CHECK_POLL: Duration = Duration::from_millis(250);
 const WINDOW_POLL: Duration = Duration::from_millis(100);
 /// Between SIGTERM and SIGKILL at teardown.
 const TERM_GRACE: Duration = Duration::from_millis(500);
+/// Most time a SIGKILLed group gets to vanish from the process table.
+const GROUP_EXIT_WAIT: Duration = Duration::from_secs(5);
 /// The environment that switches accessibility on in toolkits that otherwise wait for a
 /// screen reader, for the programs of a task with a session bus.
 pub const ACCESSIBILITY_ENV: &[(&str, &str)] = &[
@@ -133,8 +135,43 @@ impl GroupChild {
         // Members other than the leader may outlive it: the group is killed either way.
         self.signal_group(libc::SIGKILL);
         let _ = self.child.wait();
+        // SIGKILLed members die asynchronously (a browser's many threads take a while to
+        // unmap); the caller removes their directories and display next, so wait for them.
+        if let Ok(pgid) = i32::try_from(self.child.id()) {
+            let deadline = Instant::now() + GROUP_EXIT_WAIT;
+            while live_group_members(pgid) > 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
         self.killed = true;
     }
+}
+
+/// How many processes of group `pgid` are still alive (zombies are dead: their parent, or
+/// init, reaps them, and a container's init may never do so).
+fn live_group_members(pgid: i32) -> usize {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .filter(|stat| {
+            // "pid (comm) state ppid pgrp …": comm may hold spaces and parentheses.
+            let Some((_, rest)) = stat.rsplit_once(") ") else {
+                return false;
+            };
+            let mut fields = rest.split_whitespace();
+            let state = fields.next();
+            let pgrp = fields.nth(1).and_then(|g| g.parse::<i32>().ok());
+            pgrp == Some(pgid) && !matches!(state, Some("Z" | "X"))
+        })
+        .count()
 }
 
 impl Drop for GroupChild {
@@ -632,6 +669,25 @@ mod tests {
             err.to_string(),
             format!("runner: cannot start the test program: {source}")
         );
+        Ok(())
+    }
+
+    /// When `kill_group` returns, no member of the group is alive any more, the leader's
+    /// children included (their directories are removed next).
+    #[test]
+    fn a_killed_group_has_no_live_member_left() -> Result<()> {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "sleep 30 & sleep 30 & wait"]);
+        let mut group = GroupChild::spawn(cmd, "a group of sleepers")?;
+        let pgid =
+            i32::try_from(group.child_mut().id()).map_err(|e| Error::internal(e.to_string()))?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while live_group_members(pgid) < 3 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(live_group_members(pgid), 3);
+        group.kill_group();
+        assert_eq!(live_group_members(pgid), 0);
         Ok(())
     }
 

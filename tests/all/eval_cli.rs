@@ -149,7 +149,10 @@ fn oracle_suite_passes_every_task_and_shards_merge_to_the_same_summary() -> anyh
         ensure!(Path::new(trace).join("outcome.json").is_file(), "{trace}");
     }
     // Everything was torn down: no scratch directory and no program is left.
-    assert_eq!(std::fs::read_dir(&scratch)?.count(), 0);
+    let left: Vec<_> = std::fs::read_dir(&scratch)?
+        .map(|e| e.map(|e| e.file_name()))
+        .collect::<Result<_, _>>()?;
+    assert!(left.is_empty(), "left in the scratch directory: {left:?}");
     assert!(
         processes_naming(&scratch).is_empty(),
         "{:?}",

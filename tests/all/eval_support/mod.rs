@@ -23,12 +23,18 @@ pub fn sightline(args: &[&str], envs: &[(&str, &Path)], cwd: &Path) -> anyhow::R
     Ok(cmd.output()?)
 }
 
-/// stdout and stderr of an output, for assertion messages.
+/// stdout and stderr of an output, for assertion messages. The progress lines of passed
+/// runs are left out, so a failure's own lines fit in the end of a CI log.
 pub fn text(o: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let kept: Vec<&str> = stdout
+        .lines()
+        .filter(|l| !(l.starts_with('[') && l.contains(" PASS ")))
+        .collect();
     format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        "exit {:?}\n--- stdout (passed runs left out)\n{}\n--- stderr\n{}",
         o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
+        kept.join("\n"),
         String::from_utf8_lossy(&o.stderr)
     )
 }
