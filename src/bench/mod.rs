@@ -8,11 +8,13 @@
 //! - [`vocab`]: the real Qwen tokenizer every generated model carries, as GGUF arrays.
 //! - [`gguf_writer`]: a GGUF writer that streams tensor data.
 //! - [`generate`]: writing a plan to disk chunk by chunk, and the on-disk cache.
+//! - [`flops`]: the operations of vision and prefill, counted from the dimensions.
 //! - [`stages`]: the measurements (load, memory, vision, prefill, decode, grammar, turn).
 //! - [`llama_cpp`]: finding, running and parsing `llama-bench` and `llama-mtmd-cli`.
 //! - [`report`]: the result, as a table or one JSON object.
 //! - [`run`]: one whole run: the model, each stage on the chosen device, llama.cpp alternating.
 
+pub mod flops;
 pub mod generate;
 pub mod gguf_writer;
 pub mod llama_cpp;

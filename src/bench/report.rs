@@ -8,11 +8,12 @@
 //! | `machine` | threads, candle's thread count, CPU features (compile time and run time), the hand-written kernels' path, build warnings |
 //! | `settings` | prompt tokens, generated tokens, repetitions, visual-token budget |
 //! | `load` | load time, RSS after load, peak RSS during load |
+//! | `peak` | the machine's arithmetic peak, measured on the bench's threads: f32 multiply-adds on the kernel path, int8 dots on candle's quantized tier (`null` on a GPU) |
 //! | `memory_check` | peak after load against file size + KV cache + 25% (issue 3) |
-//! | `vision` | image size, visual tokens, preprocess and encode medians |
-//! | `prefill` / `decode` | tokens, medians, tokens/s, every sample |
-//! | `grammar` | constrained decode: per-token grammar time, ratio to a decode step, forced share (or `grammar_error`) |
-//! | `turn` | whole `decide_next` turns: first and median totals, the median turn's stages, their context length, KV cache and memory; a done claim verified on the last turn's screen (shared prefix) and on a new one (generated screenshots only: `--image` repeats the same screen) |
+//! | `vision` | image size, visual tokens, preprocess and encode medians, `throughput` (operations, rate, fraction of the f32 peak) |
+//! | `prefill` / `decode` | tokens, medians, tokens/s, every sample; prefill's `throughput` against the peak of its weights' kind |
+//! | `grammar` | constrained decode: per-token grammar time and its commit part, mask p50/p99, ratio to a decode step, forced share (or `grammar_error`) |
+//! | `turn` | whole `decide_next` turns: the first (cold) and median totals on new screens and the median second turn on an unchanged screen (`warm_*`), each with its stages and tokens reused, the context length, KV cache and memory; a done claim verified on the last turn's screen (shared prefix) and on a new one (generated screenshots only: `--image` repeats the same screen) |
 //! | `memory_stages` | per stage (load, vision, prefill, decode, grammar, turns): RSS at its end (anonymous and file-backed) and its peak |
 //! | `turn_memory_check` | peak RSS of the whole turns against file size + the turns' KV cache + 25% (issue 3's bound); `null` with `--no-turn` |
 //! | `peak_rss_bytes` | peak RSS of the whole run after generation |
@@ -31,6 +32,8 @@ use crate::bench::stages::{
     MEMORY_SLACK,
 };
 use crate::cpu;
+use crate::cpu::peak::Peak;
+use crate::planner::StageTimes;
 
 /// Which model was measured.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -273,6 +276,8 @@ pub struct BenchReport {
     pub settings: SettingsReport,
     /// Load time and memory.
     pub load: LoadResult,
+    /// The machine's measured arithmetic peak (CPU runs only).
+    pub peak: Option<Peak>,
     /// Peak memory against file + KV + 25%.
     pub memory_check: MemoryCheck,
     /// Vision encode.
@@ -303,6 +308,50 @@ fn mib(b: u64) -> String {
     format!("{:.0} MiB", b as f64 / (1024.0 * 1024.0))
 }
 
+/// One row of the table: the stage, our figure, llama.cpp's, their ratio.
+fn row(s: &mut String, name: &str, ours: String, theirs: String, r: String) {
+    let _ = writeln!(s, "{name:<28} {ours:>14} {theirs:>14} {r:>9}");
+}
+
+/// A turn's stages, one row each, and its token counts.
+fn stage_rows(s: &mut String, b: &StageTimes) {
+    for (name, v) in [
+        ("  preprocess", b.preprocess_ms),
+        ("  vision", b.vision_ms),
+        ("  prefill", b.prefill_ms),
+        ("  decode", b.decode_ms),
+        ("  grammar", b.grammar_ms),
+    ] {
+        row(s, name, format!("{v:.0} ms"), String::new(), String::new());
+    }
+    let _ = writeln!(
+        s,
+        "  ({} prompt tokens fed, {} reused, {} generated, {} forced, {} forward passes{})",
+        b.prefill_new,
+        b.prefill_reused,
+        b.generated,
+        b.forced,
+        b.forward_passes,
+        if b.image_encoded {
+            ""
+        } else {
+            "; image not encoded again"
+        }
+    );
+}
+
+/// The measured peak in one line.
+fn describe_peak(p: &Peak) -> String {
+    let int8 = match (&p.int8_path, p.int8_gops) {
+        (Some(path), Some(g)) => format!(", int8 {g:.0} GOP/s ({path} dots)"),
+        _ => String::new(),
+    };
+    format!(
+        "peak, measured on {} thread(s): f32 {:.0} GFLOP/s ({} multiply-adds){int8}",
+        p.threads, p.f32_gflops, p.f32_path
+    )
+}
+
 fn ratio(r: Option<f64>) -> String {
     r.map(|r| format!("{r:.2}×")).unwrap_or_else(|| "–".into())
 }
@@ -319,6 +368,56 @@ impl BenchReport {
     /// unless `--no-turn`) stays within [`Self::run_bound_bytes`].
     pub fn run_within_bound(&self) -> bool {
         self.peak_rss_bytes <= self.run_bound_bytes()
+    }
+
+    /// The whole turns, first in the table: what a user waits for.
+    fn turn_rows(&self, s: &mut String, t: &TurnResult) {
+        let _ = writeln!(s, "{:<28} {:>14}", "whole turn (decide_next)", "sightline");
+        row(
+            s,
+            "first turn (cold)",
+            format!("{:.0} ms", t.first_total_ms),
+            String::new(),
+            String::new(),
+        );
+        for (name, total, b) in [
+            (
+                format!("new screen (median of {})", t.turns),
+                t.total_ms,
+                &t.median_turn,
+            ),
+            (
+                "same screen, next step".to_string(),
+                t.warm_total_ms,
+                &t.warm_turn,
+            ),
+        ] {
+            row(
+                s,
+                &name,
+                format!("{total:.0} ms"),
+                String::new(),
+                String::new(),
+            );
+            stage_rows(s, b);
+        }
+        for (name, v) in [
+            ("verify (turn's screen)", &t.verify_after_turn),
+            ("verify (new screen)", &t.verify_fresh_screen),
+        ] {
+            row(
+                s,
+                name,
+                format!("{:.0} ms", v.total_ms),
+                String::new(),
+                String::new(),
+            );
+            let _ = writeln!(
+                s,
+                "  ({} prompt tokens fed, {} reused; vision {:.0} ms, prefill {:.0} ms)",
+                v.prefill_new, v.prefill_reused, v.vision_ms, v.prefill_ms
+            );
+        }
     }
 
     /// The human-readable table.
@@ -369,17 +468,24 @@ impl BenchReport {
         let st = &self.settings;
         let _ = writeln!(
             s,
-            "  prompt {} tokens, {} decode steps, median of {}\n",
+            "  prompt {} tokens, {} decode steps, median of {}",
             st.prompt_tokens, st.gen_tokens, st.repeat
         );
+        if let Some(p) = &self.peak {
+            let _ = writeln!(s, "  {}", describe_peak(p));
+        }
+        s.push('\n');
+        if let Some(t) = &self.turn {
+            self.turn_rows(&mut s, t);
+        }
+        if let Some(e) = &self.turn_error {
+            let _ = writeln!(s, "turn: failed: {e}");
+        }
         let _ = writeln!(
             s,
-            "{:<28} {:>14} {:>14} {:>9}",
+            "\n{:<28} {:>14} {:>14} {:>9}",
             "stage", "sightline", "llama.cpp", "ratio"
         );
-        let row = |s: &mut String, name: &str, ours: String, theirs: String, r: String| {
-            let _ = writeln!(s, "{name:<28} {ours:>14} {theirs:>14} {r:>9}");
-        };
         let l = &self.load;
         row(
             &mut s,
@@ -420,6 +526,12 @@ impl BenchReport {
                     .unwrap_or_default(),
                 ratio(lc.and_then(|c| c.vision_speed_ratio)),
             );
+            let _ = writeln!(
+                s,
+                "  ({:.0} GOP: {})",
+                v.throughput.gop,
+                v.throughput.describe()
+            );
         }
         if let Some(p) = &self.prefill {
             row(
@@ -431,6 +543,12 @@ impl BenchReport {
                     .map(|t| format!("{t:.1} tok/s"))
                     .unwrap_or_default(),
                 ratio(lc.and_then(|c| c.prefill_ratio)),
+            );
+            let _ = writeln!(
+                s,
+                "  ({:.1} GOP: {})",
+                p.throughput.gop,
+                p.throughput.describe()
             );
         }
         if let Some(d) = &self.decode {
@@ -457,6 +575,20 @@ impl BenchReport {
                 &mut s,
                 "grammar per token",
                 format!("{:.1} µs", g.per_token_us),
+                String::new(),
+                String::new(),
+            );
+            row(
+                &mut s,
+                "  of which commits",
+                format!("{:.1} µs", g.commit_per_token_us),
+                String::new(),
+                String::new(),
+            );
+            row(
+                &mut s,
+                "  mask p50 / p99",
+                format!("{:.0} / {:.0} µs", g.mask_p50_us, g.mask_p99_us),
                 String::new(),
                 String::new(),
             );
@@ -489,63 +621,6 @@ impl BenchReport {
         }
         if let Some(e) = &self.grammar_error {
             let _ = writeln!(s, "grammar: failed: {e}");
-        }
-        if let Some(t) = &self.turn {
-            let b = &t.median_turn;
-            row(
-                &mut s,
-                "turn (first, cold prefix)",
-                format!("{:.0} ms", t.first_total_ms),
-                String::new(),
-                String::new(),
-            );
-            row(
-                &mut s,
-                "turn (median)",
-                format!("{:.0} ms", t.total_ms),
-                String::new(),
-                String::new(),
-            );
-            for (name, v) in [
-                ("  preprocess", b.preprocess_ms),
-                ("  vision", b.vision_ms),
-                ("  prefill", b.prefill_ms),
-                ("  decode", b.decode_ms),
-                ("  grammar", b.grammar_ms),
-            ] {
-                row(
-                    &mut s,
-                    name,
-                    format!("{v:.0} ms"),
-                    String::new(),
-                    String::new(),
-                );
-            }
-            let _ = writeln!(
-                s,
-                "  (median turn: {} prompt tokens fed, {} reused, {} generated, {} forced, {} forward passes)",
-                b.prefill_new, b.prefill_reused, b.generated, b.forced, b.forward_passes
-            );
-            for (name, v) in [
-                ("verify (turn's screen)", &t.verify_after_turn),
-                ("verify (new screen)", &t.verify_fresh_screen),
-            ] {
-                row(
-                    &mut s,
-                    name,
-                    format!("{:.0} ms", v.total_ms),
-                    String::new(),
-                    String::new(),
-                );
-                let _ = writeln!(
-                    s,
-                    "  ({} prompt tokens fed, {} reused; vision {:.0} ms, prefill {:.0} ms)",
-                    v.prefill_new, v.prefill_reused, v.vision_ms, v.prefill_ms
-                );
-            }
-        }
-        if let Some(e) = &self.turn_error {
-            let _ = writeln!(s, "turn: failed: {e}");
         }
         let mcheck = &self.memory_check;
         let _ = writeln!(

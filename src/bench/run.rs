@@ -17,6 +17,7 @@ use super::stages::{
     StageMemory, StageOptions, TurnResult, VisionResult,
 };
 use super::{default_cache_root, ensure_model, BenchFormat, GenerateOptions, ModelShape};
+use crate::cpu;
 use crate::error::{Error, Result};
 use crate::input_file::{self, InputKind};
 use crate::model::weights::ModelSource;
@@ -66,7 +67,7 @@ pub fn run_bench(settings: &BenchSettings, note: &dyn Fn(&str)) -> Result<BenchR
         None => synthetic_screenshot(1920, 1080, 0)?,
     };
     let device = settings.device.resolve()?;
-    let options = StageOptions {
+    let mut options = StageOptions {
         prompt_tokens: settings.prompt_tokens,
         gen_tokens: settings.gen_tokens,
         repeat: settings.repeat,
@@ -79,8 +80,13 @@ pub fn run_bench(settings: &BenchSettings, note: &dyn Fn(&str)) -> Result<BenchR
         },
         seed: 7,
         device: device.clone(),
+        peak: None,
     };
     let (mut llama, tools) = find_llama_cpp(settings, &source)?;
+    if device.is_cpu() {
+        note("measuring the machine's peak");
+        options.peak = Some(cpu::peak::measure(cpu::path(), settings.threads));
+    }
     let lrun = LlamaRun {
         threads: settings.threads,
         repeat: settings.repeat,
@@ -133,6 +139,7 @@ pub fn run_bench(settings: &BenchSettings, note: &dyn Fn(&str)) -> Result<BenchR
             visual_token_budget: settings.max_visual_tokens,
         },
         load,
+        peak: options.peak.clone(),
         memory_check,
         vision,
         prefill: Some(prefill),

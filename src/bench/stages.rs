@@ -14,10 +14,15 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use candle_core::quantized::GgmlDType;
-use cel_contracts::{PlanningElement, PlanningElementState, PlanningScreen, PlanningView};
+use cel_contracts::{
+    AttemptRecord, PlannedAction, PlanningElement, PlanningElementState, PlanningScreen,
+    PlanningView,
+};
 use serde::Serialize;
 use tokenizers::Tokenizer;
 
+use crate::bench::flops::{prefill_ops, vision_ops, PeakKind, Throughput};
+use crate::cpu::peak::Peak;
 use crate::decode::{
     decode_move, DecodeOptions, Grammar, GrammarEngine, GrammarOptions, MoveSpec, TokenEnv,
 };
@@ -26,7 +31,7 @@ use crate::image::{preprocess_bytes, PreprocessConfig};
 use crate::model::qwen3_vl::Qwen3Vl;
 use crate::model::weights::{LoadOptions, ModelSource};
 use crate::model::VisionLanguageModel;
-use crate::planner::{LocalPlanner, PlannerOptions, StageTimes, Turn};
+use crate::planner::{LocalPlanner, PlannerOptions, StageTimes, Turn, TurnStats};
 
 /// Ids below this are ordinary BPE tokens in every Qwen vocabulary (the specials follow).
 const ORDINARY_TOKENS: u32 = 151_643;
@@ -162,6 +167,9 @@ pub struct StageOptions {
     pub seed: u64,
     /// Where the model runs; every stage's clock stops after the device has finished.
     pub device: candle_core::Device,
+    /// The machine's measured peak (CPU runs), for the fraction of peak of vision and
+    /// prefill.
+    pub peak: Option<Peak>,
 }
 
 impl Default for StageOptions {
@@ -175,6 +183,7 @@ impl Default for StageOptions {
             quantize: None,
             seed: 7,
             device: candle_core::Device::Cpu,
+            peak: None,
         }
     }
 }
@@ -211,6 +220,8 @@ pub struct VisionResult {
     pub encode_ms: f64,
     /// Every encode, ms.
     pub encode_samples_ms: Vec<f64>,
+    /// The encode's operations, rate and share of the f32 peak.
+    pub throughput: Throughput,
 }
 
 /// Prefill of a fresh prompt.
@@ -224,6 +235,9 @@ pub struct PrefillResult {
     pub tokens_per_s: f64,
     /// Every repetition's tokens per second.
     pub samples_tokens_per_s: Vec<f64>,
+    /// The prefill's operations, rate and share of the peak of its weights' kind (int8
+    /// for quantized text weights, f32 otherwise).
+    pub throughput: Throughput,
 }
 
 /// Single-token decode steps after the prompt.
@@ -260,6 +274,9 @@ pub struct GrammarResult {
     pub forward_calls: usize,
     /// Median grammar time (masks + commits) per emitted token, µs.
     pub per_token_us: f64,
+    /// Median commit time (advancing the parser, computing forced tokens) per emitted
+    /// token, µs: `per_token_us` less the masks.
+    pub commit_per_token_us: f64,
     /// Median mask time, µs.
     pub mask_p50_us: f64,
     /// 99th-percentile mask time, µs.
@@ -281,6 +298,12 @@ pub struct TurnResult {
     pub total_ms: f64,
     /// The breakdown of the median turn.
     pub median_turn: StageTimes,
+    /// Median total of the second turns, ms: after each turn, one more on the same
+    /// screenshot with one more history record, as after a step that left the screen as
+    /// it was. The image is not encoded again and the system and screen runs are reused.
+    pub warm_total_ms: f64,
+    /// The breakdown of the median second turn.
+    pub warm_turn: StageTimes,
     /// The longest context a turn ended with (reused + fed + generated tokens).
     pub context_tokens: usize,
     /// KV-cache bytes at `context_tokens`.
@@ -459,6 +482,8 @@ impl StageBench {
             patches = pixels.grid_thw.iter().product();
         }
         self.memory.push(meter.finish("vision"));
+        let encode_ms = median(&enc);
+        let ops = vision_ops(&self.model.config().vision, patches);
         Ok(VisionResult {
             image_width: w,
             image_height: h,
@@ -466,8 +491,9 @@ impl StageBench {
             visual_tokens: tokens,
             patches,
             preprocess_ms: median(&pre),
-            encode_ms: median(&enc),
+            encode_ms,
             encode_samples_ms: enc,
+            throughput: Throughput::new(ops, encode_ms, PeakKind::F32, self.options.peak.as_ref()),
         })
     }
 
@@ -489,9 +515,17 @@ impl StageBench {
             samples.push(self.prompt.len() as f64 / secs);
         }
         self.memory.push(meter.finish("prefill"));
+        let ms = median(&times);
+        let ops = prefill_ops(&self.model.config().text, self.prompt.len(), 0);
+        let kind = if self.model.text_quantized() {
+            PeakKind::Int8
+        } else {
+            PeakKind::F32
+        };
         Ok(PrefillResult {
             tokens: self.prompt.len(),
-            ms: median(&times),
+            ms,
+            throughput: Throughput::new(ops, ms, kind, self.options.peak.as_ref()),
             tokens_per_s: median(&samples),
             samples_tokens_per_s: samples,
         })
@@ -554,6 +588,7 @@ impl StageBench {
         let grammar = Grammar::for_move(&env, &spec, GrammarEngine::Lark)?;
         let compile_ms = ms(t.elapsed());
         let mut per_token = Vec::new();
+        let mut commits = Vec::new();
         let mut masks = Vec::new();
         let mut last = None;
         for _ in 0..self.options.repeat {
@@ -566,6 +601,7 @@ impl StageBench {
             )?;
             let s = &out.decoded.stats;
             per_token.push(s.grammar_time().as_secs_f64() * 1e6 / s.tokens.max(1) as f64);
+            commits.push(s.commit_time.as_secs_f64() * 1e6 / s.tokens.max(1) as f64);
             masks.extend(s.mask_times.iter().map(|d| d.as_secs_f64() * 1e6));
             last = Some(out);
         }
@@ -588,6 +624,7 @@ impl StageBench {
             forced_share: s.forced_share(),
             forward_calls: s.forward_calls,
             per_token_us,
+            commit_per_token_us: median(&commits),
             mask_p50_us: median(&masks),
             mask_p99_us: p99,
             ratio_to_decode_step: per_token_us / step_us,
@@ -595,9 +632,10 @@ impl StageBench {
         })
     }
 
-    /// Hand the model to a [`LocalPlanner`] and run `repeat` whole `decide_next` turns on
-    /// screenshots made by `screenshot(i)` (each different, so each turn encodes its
-    /// image; the system prompt is prefilled by the first turn only).
+    /// Hand the model to a [`LocalPlanner`] and run `repeat` pairs of whole `decide_next`
+    /// turns: one on a screenshot made by `screenshot(i)` (each different, so each encodes
+    /// its image; the system prompt is prefilled by the first only), then one on the same
+    /// screenshot with the first turn's step in the history (see [`warm_history`]).
     pub fn turns(self, mut screenshot: impl FnMut(usize) -> Result<Vec<u8>>) -> Result<TurnResult> {
         let preprocess = self
             .source
@@ -613,18 +651,22 @@ impl StageBench {
             LocalPlanner::from_parts(Box::new(model), self.tokenizer, preprocess, &options)?;
         let view = bench_view(20);
         let shared_memory = serde_json::Value::Null;
-        let mut stats = Vec::new();
+        let warm = warm_history();
+        let turn = |png: &[u8], history: &[AttemptRecord]| {
+            planner.plan(&Turn {
+                goal: &view.goal,
+                history,
+                shared_memory: &shared_memory,
+                view: &view,
+                screenshot: Some(png),
+            })
+        };
+        let (mut cold, mut second) = (Vec::new(), Vec::new());
         let meter = StageMeter::start();
         for i in 0..repeat {
             let png = screenshot(i)?;
-            let (_mv, s) = planner.plan(&Turn {
-                goal: &view.goal,
-                history: &[],
-                shared_memory: &shared_memory,
-                view: &view,
-                screenshot: Some(&png),
-            })?;
-            stats.push(s);
+            cold.push(turn(&png, &[])?.1);
+            second.push(turn(&png, &warm)?.1);
         }
         let memory = meter.finish("turns");
         // A done claim on the last turn's screen, then on a new one: what sharing the screen
@@ -635,7 +677,7 @@ impl StageBench {
             planner.verify(
                 &Turn {
                     goal: &view.goal,
-                    history: &[],
+                    history: &warm,
                     shared_memory: &shared_memory,
                     view: &view,
                     screenshot: Some(png),
@@ -645,20 +687,21 @@ impl StageBench {
         };
         let (_, after_turn) = claim(&last)?;
         let (_, fresh_screen) = claim(&fresh)?;
-        let context_tokens = stats
+        let context_tokens = cold
             .iter()
+            .chain(&second)
             .map(|s| s.prefill_reused + s.prefill_new + s.generated)
             .max()
             .unwrap_or(0);
-        let totals: Vec<f64> = stats.iter().map(|s| ms(s.total)).collect();
-        let mut order: Vec<usize> = (0..stats.len()).collect();
-        order.sort_by(|&a, &b| totals[a].total_cmp(&totals[b]));
-        let mid = order[order.len() / 2];
+        let (total_ms, median_turn) = median_of_turns(&cold)?;
+        let (warm_total_ms, warm_turn) = median_of_turns(&second)?;
         Ok(TurnResult {
-            turns: stats.len(),
-            first_total_ms: totals[0],
-            total_ms: median(&totals),
-            median_turn: stats[mid].stage_times(),
+            turns: cold.len(),
+            first_total_ms: ms(cold[0].total),
+            total_ms,
+            median_turn,
+            warm_total_ms,
+            warm_turn,
             context_tokens,
             kv_cache_bytes: kv_per_position * context_tokens as u64,
             memory,
@@ -666,6 +709,30 @@ impl StageBench {
             verify_fresh_screen: fresh_screen.stage_times(),
         })
     }
+}
+
+/// The history of a second turn on an unchanged screen: one step that succeeded and left
+/// the screen as it was (a key press), as the runner records it.
+fn warm_history() -> Vec<AttemptRecord> {
+    vec![AttemptRecord {
+        step_purpose: "Move the selection down one option".into(),
+        action: PlannedAction::Key { key: "Down".into() },
+        succeeded: true,
+        error: None,
+        data: serde_json::Value::Null,
+        next_action_hint: None,
+    }]
+}
+
+/// The median of `turns`' totals, ms, and that turn's stages.
+fn median_of_turns(turns: &[TurnStats]) -> Result<(f64, StageTimes)> {
+    let totals: Vec<f64> = turns.iter().map(|s| ms(s.total)).collect();
+    let mut order: Vec<usize> = (0..turns.len()).collect();
+    order.sort_by(|&a, &b| totals[a].total_cmp(&totals[b]));
+    let mid = *order
+        .get(order.len() / 2)
+        .ok_or_else(|| Error::internal("no turns ran"))?;
+    Ok((median(&totals), turns[mid].stage_times()))
 }
 
 /// Whether `path` names an existing GGUF file (by its magic).

@@ -24,6 +24,7 @@ mod candle_tier;
 mod detect;
 mod dispatch;
 pub mod math;
+pub mod peak;
 
 pub use candle_tier::{
     apply_forced_path_to_candle, candle_quantized_level, candle_quantized_tier, CandleQuantTier,

@@ -51,17 +51,24 @@ const DOCUMENTED: &[&str] = &[
     "/load/load_ms",
     "/load/rss_after_load_bytes",
     "/load/peak_rss_load_bytes",
+    "/peak/f32_gflops",
+    "/peak/int8_gops",
     "/memory_check/bound_bytes",
     "/memory_check/kv_cache_bytes",
     "/memory_check/within_bound",
     "/vision/encode_ms",
     "/vision/visual_tokens",
     "/vision/preprocess_ms",
+    "/vision/throughput/gops",
+    "/vision/throughput/fraction_of_peak",
+    "/prefill/throughput/peak",
     "/prefill/tokens_per_s",
     "/prefill/tokens",
     "/decode/tokens_per_s",
     "/decode/step_ms",
     "/grammar/per_token_us",
+    "/grammar/commit_per_token_us",
+    "/grammar/mask_p99_us",
     "/grammar/ratio_to_decode_step",
     "/grammar/forced_share",
     "/grammar/tokens",
@@ -71,6 +78,8 @@ const DOCUMENTED: &[&str] = &[
     "/turn/median_turn/prefill_ms",
     "/turn/median_turn/decode_ms",
     "/turn/median_turn/grammar_ms",
+    "/turn/warm_total_ms",
+    "/turn/warm_turn/prefill_reused",
     "/turn/context_tokens",
     "/turn/kv_cache_bytes",
     "/turn/memory/end/peak_rss_bytes",
@@ -103,6 +112,26 @@ fn bench_json_on_the_tiny_shape_has_every_documented_field() -> Result<()> {
         .is_some_and(|t| t > 0 && t <= 64));
     ensure!(
         json["grammar_error"].is_null() && json["turn_error"].is_null(),
+        "{json:#}"
+    );
+    // Fractions of a peak measured on this machine: positive, and below 1 for a model this
+    // small. Q8_0 text weights are held against the int8 peak, the tower against f32.
+    for stage in ["vision", "prefill"] {
+        let f = json[stage]["throughput"]["fraction_of_peak"].as_f64();
+        ensure!(f.is_some_and(|f| f > 0.0 && f < 1.0), "{stage}: {json:#}");
+    }
+    ensure!(json["vision"]["throughput"]["peak"] == "f32");
+    ensure!(json["prefill"]["throughput"]["peak"] == "int8", "{json:#}");
+    // The second turn on an unchanged screen encodes no image and reuses the system and
+    // screen runs: it feeds fewer tokens than the first.
+    let (cold, warm) = (&json["turn"]["median_turn"], &json["turn"]["warm_turn"]);
+    ensure!(
+        warm["image_encoded"] == false && cold["image_encoded"] == true,
+        "{json:#}"
+    );
+    ensure!(
+        warm["prefill_reused"].as_u64() > cold["prefill_reused"].as_u64()
+            && warm["prefill_new"].as_u64() < cold["prefill_new"].as_u64(),
         "{json:#}"
     );
     // Memory: one sample per stage, in order, and the turns' bound from the turns' own

@@ -249,6 +249,12 @@ impl Qwen3Vl {
         &self.cfg
     }
 
+    /// Whether the text decoder's matrices are stored quantized (Q8_0, K-quants, …), so
+    /// that its products run as int8 dot products rather than float multiply-adds.
+    pub fn text_quantized(&self) -> bool {
+        self.text.quantized()
+    }
+
     /// The activation dtype.
     pub fn dtype(&self) -> DType {
         self.dtype

@@ -3,6 +3,7 @@
 //!
 //! Reference: `Qwen3VLTextModel` in transformers' `modeling_qwen3_vl.py`.
 
+use candle_core::quantized::{GgmlDType, QMatMul};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::ops::rms_norm;
 use candle_nn::rotary_emb::rope;
@@ -302,6 +303,15 @@ impl TextModel {
     pub(crate) fn lm_head_rows(&self, ids: &[u32]) -> Result<Tensor> {
         let ids = Tensor::new(ids, &self.device)?;
         self.lm_head.rows(&ids, DType::F32)
+    }
+
+    /// Whether the decoder layers' matrices are stored quantized (their products then run
+    /// as int8 dots), judged by the first layer's MLP.
+    pub(crate) fn quantized(&self) -> bool {
+        self.layers.first().is_some_and(|l| {
+            matches!(l.mlp.down_proj.weight(), QMatMul::QTensor(q)
+                if !matches!(q.dtype(), GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16))
+        })
     }
 
     pub(crate) fn n_layers(&self) -> usize {
