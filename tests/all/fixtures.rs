@@ -189,7 +189,28 @@ fn the_tokenizer_inside_a_gguf_encodes_like_tokenizer_json() -> Result<()> {
             let want = reference.encode(text, false).map_err(anyhow::Error::msg)?;
             let got = tok.encode(text, false).map_err(anyhow::Error::msg)?;
             assert_eq!(got.get_ids(), want.get_ids(), "{file}: {text:?}");
+            let decoded = |t: &tokenizers::Tokenizer, skip| t.decode(want.get_ids(), skip);
+            for skip in [false, true] {
+                assert_eq!(
+                    decoded(&tok, skip).map_err(anyhow::Error::msg)?,
+                    decoded(&reference, skip).map_err(anyhow::Error::msg)?,
+                    "{file}: decoding {text:?}"
+                );
+            }
         }
+        // Special and added tokens inside text: the chat format, a thought, a tool call.
+        let chat = "<|im_start|>system\nYou act.<|im_end|>\n<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Open it<|im_end|>\n<|im_start|>assistant\n<think>\nok</think>\n<tool_call>{}</tool_call><|endoftext|>";
+        let want = reference.encode(chat, false).map_err(anyhow::Error::msg)?;
+        let got = tok.encode(chat, false).map_err(anyhow::Error::msg)?;
+        assert_eq!(got.get_ids(), want.get_ids(), "{file}: the chat format");
+        assert_eq!(
+            tok.decode(want.get_ids(), true)
+                .map_err(anyhow::Error::msg)?,
+            reference
+                .decode(want.get_ids(), true)
+                .map_err(anyhow::Error::msg)?,
+            "{file}: the chat format without specials"
+        );
         assert_eq!(
             SpecialTokens::from_tokenizer(&tok)?,
             SpecialTokens::from_tokenizer(&reference)?
