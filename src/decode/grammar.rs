@@ -100,7 +100,7 @@ impl Grammar {
     fn compile(env: &TokenEnv, top: TopLevelGrammar) -> Result<Self> {
         let start = Instant::now();
         let parser = env
-            .factory()
+            .factory()?
             .create_parser(top)
             .map_err(|e| Error::grammar_caused("", e))?;
         let template = Matcher::new(Ok(parser));

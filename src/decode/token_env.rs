@@ -1,8 +1,11 @@
 //! The token environment: the model's vocabulary as byte strings in a toktrie
 //! [`TokTrie`], and the llguidance [`ParserFactory`] built on it.
 //!
-//! Built once per model (about a second for Qwen's 151k tokens, most of it in the
-//! parser factory's token slices); every per-turn grammar is compiled against it.
+//! Built once per model; every per-turn grammar is compiled against it. The trie takes
+//! about 0.15 s for Qwen's 151k tokens; the parser factory's precomputed token slices take
+//! longer (about 0.4 s) and are needed only when the first grammar is compiled, so they are
+//! built on a thread of their own ([`Background`]) while the caller goes on (in a turn:
+//! the screenshot's preprocessing, the vision tower and the prefill come first).
 //!
 //! The trie is built here from the `tokenizers` vocabulary rather than through
 //! `toktrie_hf_tokenizers`, which pins an older `tokenizers` than the rest of the
@@ -52,6 +55,40 @@ pub fn byte_level_decoder() -> HashMap<char, u8> {
     map
 }
 
+/// A value built on a thread of its own, waited for at its first use.
+struct Background<T> {
+    value: std::sync::OnceLock<std::result::Result<T, String>>,
+    build: std::sync::Mutex<Option<std::thread::JoinHandle<Result<T>>>>,
+}
+
+impl<T: Send + 'static> Background<T> {
+    /// Start `build` on a thread named `name`.
+    fn start(name: &str, build: impl FnOnce() -> Result<T> + Send + 'static) -> Result<Self> {
+        let handle = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(build)
+            .map_err(|e| Error::internal_caused(format!("starting {name}"), e))?;
+        Ok(Background {
+            value: std::sync::OnceLock::new(),
+            build: std::sync::Mutex::new(Some(handle)),
+        })
+    }
+
+    /// The value, once built; an error that says why it could not be. Callers after the
+    /// first get the same value or the same error.
+    fn get(&self) -> Result<&T> {
+        let built = self.value.get_or_init(|| {
+            let handle = self.build.lock().ok().and_then(|mut h| h.take());
+            match handle.map(std::thread::JoinHandle::join) {
+                Some(Ok(built)) => built.map_err(|e| e.to_string()),
+                Some(Err(_)) => Err("the build thread panicked".into()),
+                None => Err("the build was never started".into()),
+            }
+        });
+        built.as_ref().map_err(|e| Error::grammar(e.clone()))
+    }
+}
+
 /// The model's vocabulary, as llguidance sees it, plus the parser factory that
 /// compiles grammars against it. Cheap to clone (shared).
 #[derive(Clone)]
@@ -59,7 +96,7 @@ pub struct TokenEnv {
     env: TokEnv,
     /// The same environment, concrete, to [`bind`](Self::bind) the tokenizer.
     hf: Arc<HfTokenizerEnv>,
-    factory: Arc<ParserFactory>,
+    factory: Arc<Background<ParserFactory>>,
     eos: TokenId,
     n_vocab: usize,
     tokenizer_vocab: usize,
@@ -219,9 +256,13 @@ impl TokenEnv {
         // inside strings without walking the vocabulary. Keeping only the unbounded
         // string class measured ~5% faster for the Lark grammar, but it leaves the
         // JSON-schema engine's `maxLength` strings without any (1.7 ms masks).
-        let mut factory = ParserFactory::new_simple(&env)
-            .map_err(|e| Error::grammar_caused("building the parser factory", e))?;
-        factory.quiet();
+        let factory_env = env.clone();
+        let factory = Background::start("sightline-parser-factory", move || {
+            let mut factory = ParserFactory::new_simple(&factory_env)
+                .map_err(|e| Error::grammar_caused("building the parser factory", e))?;
+            factory.quiet();
+            Ok(factory)
+        })?;
         Ok(TokenEnv {
             env,
             hf,
@@ -286,9 +327,10 @@ impl TokenEnv {
         &self.env
     }
 
-    /// The parser factory grammars are compiled with.
-    pub fn factory(&self) -> &ParserFactory {
-        &self.factory
+    /// The parser factory grammars are compiled with; the first call waits until its
+    /// background build has finished.
+    pub fn factory(&self) -> Result<&ParserFactory> {
+        self.factory.get()
     }
 
     /// The end-of-sequence token ([`EOS_TOKEN`]).
@@ -398,5 +440,36 @@ fn closes_string(word: &[u8]) -> bool {
             word.first() != Some(&TokTrie::SPECIAL_TOKEN_MARKER) && !word[..q].contains(&b'\\')
         }
         None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_background_value_is_built_once_and_a_failed_build_is_an_error_every_time() -> Result<()> {
+        let built = Background::start("test-ok", || Ok(41 + 1))?;
+        assert_eq!(*built.get()?, 42);
+        assert_eq!(*built.get()?, 42);
+
+        let failed: Background<u8> =
+            Background::start("test-err", || Err(Error::grammar("no slices")))?;
+        for _ in 0..2 {
+            let e = failed.get().err().map(|e| e.to_string());
+            assert!(
+                e.as_deref().is_some_and(|e| e.contains("no slices")),
+                "{e:?}"
+            );
+        }
+
+        #[allow(clippy::panic)]
+        let panicked: Background<u8> = Background::start("test-panic", || panic!("boom"))?;
+        let e = panicked.get().err().map(|e| e.to_string());
+        assert!(
+            e.as_deref().is_some_and(|e| e.contains("panicked")),
+            "{e:?}"
+        );
+        Ok(())
     }
 }
