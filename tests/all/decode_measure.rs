@@ -130,7 +130,15 @@ fn grammar_compile_mask_and_forced_share_over_a_corpus() -> Result<()> {
             let mut quiet_masks = Vec::new();
             let (mut tokens, mut forced) = (0, 0);
             let mut grammar_time = Duration::ZERO;
-            for target in corpus(&view_ids, true, 60, n as u64) {
+            // The moves target what the grammar offers: a view longer than the element
+            // budget is clipped (`MAX_ELEMENTS`), so the corpus draws from the kept ids.
+            for target in corpus(spec.target_ids(), true, 60, n as u64) {
+                // llguidance's JSON engine spells DEL in its id enum as `\u007F` (serde_json
+                // leaves it raw): the same string, another byte run to steer toward.
+                let target = match engine {
+                    GrammarEngine::JsonSchema => target.replace('\u{7f}', "\\u007F"),
+                    _ => target,
+                };
                 // Each move decoded REPEATS times: the first run's masks are the raw
                 // sample; the per-position minimum over the runs filters out the
                 // preemptions of a busy machine.
