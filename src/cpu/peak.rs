@@ -205,80 +205,78 @@ fn int8_probe(kind: Int8Kind, iters: u64) -> f64 {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    //! The probes' loops: twelve register accumulators, one instruction (sequence) each per
-    //! round, the result kept alive through `black_box`.
+    //! The probes' loops: [`CHAINS`] register accumulators, one instruction (sequence) each
+    //! per round, the result kept alive through `black_box`.
     use std::arch::x86_64::*;
     use std::hint::black_box;
 
     use super::CHAINS;
 
-    #[target_feature(enable = "avx512f")]
-    pub(super) fn fma512(iters: u64) {
-        let a = _mm512_set1_ps(black_box(0.999_9));
-        let b = _mm512_set1_ps(black_box(1e-4));
-        let mut acc = [_mm512_set1_ps(1.0); CHAINS];
+    /// `iters` rounds of `step` on each of [`CHAINS`] accumulators starting at `init`;
+    /// inlined into each `#[target_feature]` probe so `step` compiles to its instruction.
+    #[inline(always)]
+    fn rounds<V: Copy>(iters: u64, init: V, step: impl Fn(V) -> V) {
+        let mut acc = [init; CHAINS];
         for _ in 0..iters {
             for x in acc.iter_mut() {
-                *x = _mm512_fmadd_ps(*x, a, b);
+                *x = step(*x);
             }
         }
         black_box(acc);
+    }
+
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn fma512(iters: u64) {
+        let (a, b) = (
+            _mm512_set1_ps(black_box(0.999_9)),
+            _mm512_set1_ps(black_box(1e-4)),
+        );
+        rounds(iters, _mm512_set1_ps(1.0), |x| _mm512_fmadd_ps(x, a, b));
     }
 
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn fma256(iters: u64) {
-        let a = _mm256_set1_ps(black_box(0.999_9));
-        let b = _mm256_set1_ps(black_box(1e-4));
-        let mut acc = [_mm256_set1_ps(1.0); CHAINS];
-        for _ in 0..iters {
-            for x in acc.iter_mut() {
-                *x = _mm256_fmadd_ps(*x, a, b);
-            }
-        }
-        black_box(acc);
+        let (a, b) = (
+            _mm256_set1_ps(black_box(0.999_9)),
+            _mm256_set1_ps(black_box(1e-4)),
+        );
+        rounds(iters, _mm256_set1_ps(1.0), |x| _mm256_fmadd_ps(x, a, b));
     }
 
     #[target_feature(enable = "avx512f,avx512vnni")]
     pub(super) fn vnni512(iters: u64) {
-        let a = _mm512_set1_epi8(black_box(3));
-        let b = _mm512_set1_epi8(black_box(-2));
-        let mut acc = [_mm512_setzero_si512(); CHAINS];
-        for _ in 0..iters {
-            for x in acc.iter_mut() {
-                *x = _mm512_dpbusd_epi32(*x, a, b);
-            }
-        }
-        black_box(acc);
+        let (a, b) = (
+            _mm512_set1_epi8(black_box(3)),
+            _mm512_set1_epi8(black_box(-2)),
+        );
+        rounds(iters, _mm512_setzero_si512(), |x| {
+            _mm512_dpbusd_epi32(x, a, b)
+        });
     }
 
     #[target_feature(enable = "avxvnni")]
     pub(super) fn vnni256(iters: u64) {
-        let a = _mm256_set1_epi8(black_box(3));
-        let b = _mm256_set1_epi8(black_box(-2));
-        let mut acc = [_mm256_setzero_si256(); CHAINS];
-        for _ in 0..iters {
-            for x in acc.iter_mut() {
-                *x = _mm256_dpbusd_avx_epi32(*x, a, b);
-            }
-        }
-        black_box(acc);
+        let (a, b) = (
+            _mm256_set1_epi8(black_box(3)),
+            _mm256_set1_epi8(black_box(-2)),
+        );
+        rounds(iters, _mm256_setzero_si256(), |x| {
+            _mm256_dpbusd_avx_epi32(x, a, b)
+        });
     }
 
     /// AVX2 has no byte dot: `vpmaddubsw` (pairs to i16), `vpmaddwd` by ones (to i32),
     /// `vpaddd` — the sequence llama.cpp's and candle's AVX2 kernels use.
     #[target_feature(enable = "avx2")]
     pub(super) fn maddubs256(iters: u64) {
-        let a = _mm256_set1_epi8(black_box(3));
-        let b = _mm256_set1_epi8(black_box(-2));
+        let (a, b) = (
+            _mm256_set1_epi8(black_box(3)),
+            _mm256_set1_epi8(black_box(-2)),
+        );
         let ones = _mm256_set1_epi16(1);
-        let mut acc = [_mm256_setzero_si256(); CHAINS];
-        for _ in 0..iters {
-            for x in acc.iter_mut() {
-                let pairs = _mm256_maddubs_epi16(a, b);
-                *x = _mm256_add_epi32(*x, _mm256_madd_epi16(pairs, ones));
-            }
-        }
-        black_box(acc);
+        rounds(iters, _mm256_setzero_si256(), |x| {
+            _mm256_add_epi32(x, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones))
+        });
     }
 }
 
