@@ -13,7 +13,7 @@
 //! | `vision` | image size, visual tokens, preprocess and encode medians, `throughput` (operations, rate, fraction of the f32 peak) |
 //! | `prefill` / `decode` | tokens, medians, tokens/s, every sample; prefill's `throughput` against the peak of its weights' kind |
 //! | `grammar` | constrained decode: per-token grammar time and its commit part, mask p50/p99, ratio to a decode step, forced share (or `grammar_error`) |
-//! | `turn` | whole `decide_next` turns: the first (cold) and median totals on new screens and the median second turn on an unchanged screen (`warm_*`), each with its stages and tokens reused, the context length, KV cache and memory; a done claim verified on the last turn's screen (shared prefix) and on a new one (generated screenshots only: `--image` repeats the same screen) |
+//! | `turn` | whole `decide_next` turns: the first (cold) total, the median on new screens after it (system prompt cached) and the median second turn on an unchanged screen (`warm_*`), each with its stages and tokens reused, the context length, KV cache and memory; a done claim verified on the last turn's screen (shared prefix) and on a new one (generated screenshots only: `--image` repeats the same screen) |
 //! | `memory_stages` | per stage (load, vision, prefill, decode, grammar, turns): RSS at its end (anonymous and file-backed) and its peak |
 //! | `turn_memory_check` | peak RSS of the whole turns against file size + the turns' KV cache + 25% (issue 3's bound); `null` with `--no-turn` |
 //! | `peak_rss_bytes` | peak RSS of the whole run after generation |
@@ -382,7 +382,11 @@ impl BenchReport {
         );
         for (name, total, b) in [
             (
-                format!("new screen (median of {})", t.turns),
+                if t.turns > 1 {
+                    format!("new screen (median of {})", t.turns - 1)
+                } else {
+                    "the first turn's stages".to_string()
+                },
                 t.total_ms,
                 &t.median_turn,
             ),
