@@ -300,14 +300,10 @@ pub fn tokenizer_from_gguf(content: &gguf_file::Content, path: &Path) -> Result<
             GgufToken::Normal => {
                 vocab.insert(token, id);
             }
-            GgufToken::Added { special } => added.push((
-                id,
-                AddedToken::from(token, special)
-                    .single_word(false)
-                    .lstrip(false)
-                    .rstrip(false)
-                    .normalized(false),
-            )),
+            // As Qwen's tokenizer.json lists them: matched as they are, never normalized.
+            GgufToken::Added { special } => {
+                added.push((id, AddedToken::from(token, special).normalized(false)));
+            }
         }
     }
     let merges = gguf_strings(content, path, "tokenizer.ggml.merges")?
