@@ -12,7 +12,7 @@
 //! | `memory_check` | peak after load against file size + KV cache + 25% (issue 3) |
 //! | `vision` | image size, visual tokens, preprocess and encode medians, `throughput` (operations, rate, fraction of the f32 peak) |
 //! | `prefill` / `decode` | tokens, medians, tokens/s, every sample; prefill's `throughput` against the peak of its weights' kind |
-//! | `grammar` | constrained decode: per-token grammar time and its commit part, mask p50/p99, ratio to a decode step, forced share (or `grammar_error`) |
+//! | `grammar` | constrained decode: per-token grammar time and its commit part, grammar time per sampled token p50/p99, tokens guessed without a mask, mask p50/p99, ratio to a decode step, forced share (or `grammar_error`) |
 //! | `turn` | whole `decide_next` turns: the first (cold) total, the median on new screens after it (system prompt cached) and the median second turn on an unchanged screen (`warm_*`), each with its stages and tokens reused, the context length, KV cache and memory; a done claim verified on the last turn's screen (shared prefix) and on a new one (generated screenshots only: `--image` repeats the same screen) |
 //! | `memory_stages` | per stage (load, vision, prefill, decode, grammar, turns): RSS at its end (anonymous and file-backed) and its peak |
 //! | `turn_memory_check` | peak RSS of the whole turns against file size + the turns' KV cache + 25% (issue 3's bound); `null` with `--no-turn` |
@@ -586,6 +586,20 @@ impl BenchReport {
                 &mut s,
                 "  of which commits",
                 format!("{:.1} µs", g.commit_per_token_us),
+                String::new(),
+                String::new(),
+            );
+            row(
+                &mut s,
+                "  per sampled token p50 / p99",
+                format!("{:.0} / {:.0} µs", g.step_p50_us, g.step_p99_us),
+                String::new(),
+                String::new(),
+            );
+            row(
+                &mut s,
+                "  guessed (no mask)",
+                format!("{}/{}", g.guessed_tokens, g.sampled_tokens),
                 String::new(),
                 String::new(),
             );

@@ -53,6 +53,16 @@ pub fn median(xs: &[f64]) -> f64 {
     }
 }
 
+/// The nearest-rank `p`-th percentile of `xs` (`p` in 0–100); 0 for none.
+pub fn percentile(xs: &[f64], p: f64) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let rank = ((v.len() as f64 * p / 100.0).ceil() as usize).saturating_sub(1);
+    v.get(rank.min(v.len().saturating_sub(1)))
+        .copied()
+        .unwrap_or(0.0)
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -277,7 +287,16 @@ pub struct GrammarResult {
     /// Median commit time (advancing the parser, computing forced tokens) per emitted
     /// token, µs: `per_token_us` less the masks.
     pub commit_per_token_us: f64,
-    /// Median mask time, µs.
+    /// Grammar time of a sampled token (its mask or guess check, its commit and the
+    /// forced run after it): median, µs.
+    pub step_p50_us: f64,
+    /// The same, 99th percentile, µs.
+    pub step_p99_us: f64,
+    /// Sampled tokens per decode (one per forward pass after the prompt).
+    pub sampled_tokens: usize,
+    /// Of which the grammar took as the model chose them, with no mask computed.
+    pub guessed_tokens: usize,
+    /// Median mask time over the masks computed, µs.
     pub mask_p50_us: f64,
     /// 99th-percentile mask time, µs.
     pub mask_p99_us: f64,
@@ -593,6 +612,7 @@ impl StageBench {
         let mut per_token = Vec::new();
         let mut commits = Vec::new();
         let mut masks = Vec::new();
+        let mut steps = Vec::new();
         let mut last = None;
         for _ in 0..self.options.repeat {
             let logits = self.prompt_logits()?;
@@ -606,16 +626,12 @@ impl StageBench {
             per_token.push(s.grammar_time().as_secs_f64() * 1e6 / s.tokens.max(1) as f64);
             commits.push(s.commit_time.as_secs_f64() * 1e6 / s.tokens.max(1) as f64);
             masks.extend(s.mask_times.iter().map(|d| d.as_secs_f64() * 1e6));
+            steps.extend(s.step_grammar_times.iter().map(|d| d.as_secs_f64() * 1e6));
             last = Some(out);
         }
         let out = last.ok_or_else(|| Error::internal("repeat is 0"))?;
         self.memory.push(meter.finish("grammar"));
         let s = &out.decoded.stats;
-        masks.sort_by(|a, b| a.total_cmp(b));
-        let p99 = masks
-            .get(((masks.len() as f64 * 0.99).ceil() as usize).saturating_sub(1))
-            .copied()
-            .unwrap_or(0.0);
         let per_token_us = median(&per_token);
         let step_us = self.decode_step_ms.unwrap_or(f64::NAN) * 1e3;
         Ok(GrammarResult {
@@ -628,8 +644,12 @@ impl StageBench {
             forward_calls: s.forward_calls,
             per_token_us,
             commit_per_token_us: median(&commits),
+            step_p50_us: median(&steps),
+            step_p99_us: percentile(&steps, 99.0),
+            sampled_tokens: s.step_grammar_times.len(),
+            guessed_tokens: s.guessed_tokens,
             mask_p50_us: median(&masks),
-            mask_p99_us: p99,
+            mask_p99_us: percentile(&masks, 99.0),
             ratio_to_decode_step: per_token_us / step_us,
             next_move: serde_json::to_string(&out.next_move).unwrap_or_default(),
         })

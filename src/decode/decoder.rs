@@ -5,13 +5,14 @@ use std::time::{Duration, Instant};
 
 use candle_core::Tensor;
 use cel_contracts::NextMove;
+use llguidance::Matcher;
 use toktrie::{SimpleVob, TokenId};
 
 use super::bounds::Bounds;
 use super::grammar::Grammar;
 use super::sampler::{Sampler, Sampling};
 use crate::error::{BoxError, Error, Result};
-use crate::kernels::TokenPicker;
+use crate::kernels::{masked_argmax, TokenPicker};
 use crate::model::VisionLanguageModel;
 
 /// How to decode.
@@ -31,6 +32,10 @@ pub struct DecodeOptions {
     /// Feed each forced-token run in one forward pass (default). Off feeds them one
     /// token per pass: the same output, more passes (kept for tests and benches).
     pub batch_forced: bool,
+    /// Greedy decoding on the CPU: try the model's own choice against the grammar
+    /// before computing a mask (default; see [`decode`]). Off computes every mask: the
+    /// same output, more grammar time (kept for tests and benches).
+    pub guess_first: bool,
 }
 
 impl Default for DecodeOptions {
@@ -39,6 +44,7 @@ impl Default for DecodeOptions {
             sampling: Sampling::Greedy,
             budget_tokens: 1024,
             batch_forced: true,
+            guess_first: true,
         }
     }
 }
@@ -54,8 +60,14 @@ pub struct DecodeStats {
     pub forward_calls: usize,
     /// Time of each mask computation, in order.
     pub mask_times: Vec<Duration>,
-    /// Grammar time besides masks: commits and forced-token computation.
+    /// Grammar time besides masks: commits, forced-token computation, and the checks
+    /// of guessed tokens.
     pub commit_time: Duration,
+    /// Grammar time of each sampled token, in order: its mask if one was computed, its
+    /// check if it was guessed, its commit and the forced run after it.
+    pub step_grammar_times: Vec<Duration>,
+    /// Sampled tokens the grammar took as the model chose them, with no mask computed.
+    pub guessed_tokens: usize,
     /// Time in the model (`feed`, and reading the logits back when the model is on
     /// the CPU).
     pub model_time: Duration,
@@ -153,6 +165,8 @@ pub fn decode(
     // the pass). Elsewhere the pass is launched first and the mask computed while it
     // is in flight.
     let mask_before_feed = first_logits.device().is_cpu();
+    let mut guesser =
+        (mask_before_feed && options.guess_first && sampler.is_greedy()).then(|| Guesser::new(env));
     loop {
         if matcher.is_stopped() {
             break;
@@ -160,7 +174,8 @@ pub fn decode(
         if tokens.len() >= budget {
             return Err(fail(format!("token budget of {budget} exhausted"), &tokens));
         }
-        let mut next_mask = |stats: &mut DecodeStats| -> Result<SimpleVob> {
+        let grammar_before = stats.grammar_time();
+        let next_mask = |matcher: &mut Matcher, stats: &mut DecodeStats| -> Result<SimpleVob> {
             let t = Instant::now();
             let mut mask = matcher
                 .compute_mask()
@@ -183,8 +198,16 @@ pub fn decode(
             stats.mask_times.push(t.elapsed());
             Ok(mask)
         };
-        let early_mask = if mask_before_feed {
-            Some(next_mask(&mut stats)?)
+        // A guess is tried where one is likely to be taken, and never while a string
+        // must close (the decoder's bound, not the grammar's, narrows the mask there).
+        let t = Instant::now();
+        let try_guess = bounds.must_close(env).is_none()
+            && guesser
+                .as_mut()
+                .is_some_and(|g| g.worth_trying(&mut matcher));
+        stats.commit_time += t.elapsed();
+        let early_mask = if mask_before_feed && !try_guess {
+            Some(next_mask(&mut matcher, &mut stats)?)
         } else {
             None
         };
@@ -206,21 +229,31 @@ pub fn decode(
             stats.model_time += t.elapsed();
             unfed.clear();
         }
-        let mask = match early_mask {
-            Some(mask) => mask,
-            None => next_mask(&mut stats)?,
+        let guessed = match guesser.as_mut().filter(|_| try_guess) {
+            Some(guesser) => guesser.guess(&mut matcher, logits.host()?, env, &mut stats),
+            None => None,
         };
-
-        let t = Instant::now();
-        let token = choose(&mut sampler, &mut picker, &mut logits, &mask)?.ok_or_else(|| {
-            let reason = if mask.is_zero() {
-                "the grammar allows no token"
-            } else {
-                "every token the grammar allows has a NaN logit (the model output is broken)"
-            };
-            fail(reason.into(), &tokens)
-        })?;
-        stats.sample_time += t.elapsed();
+        let token = match guessed {
+            Some(token) => token,
+            None => {
+                let mask = match early_mask {
+                    Some(mask) => mask,
+                    None => next_mask(&mut matcher, &mut stats)?,
+                };
+                let t = Instant::now();
+                let token =
+                    choose(&mut sampler, &mut picker, &mut logits, &mask)?.ok_or_else(|| {
+                        let reason = if mask.is_zero() {
+                            "the grammar allows no token"
+                        } else {
+                            "every token the grammar allows has a NaN logit (the model output is broken)"
+                        };
+                        fail(reason.into(), &tokens)
+                    })?;
+                stats.sample_time += t.elapsed();
+                token
+            }
+        };
 
         let t = Instant::now();
         matcher
@@ -228,6 +261,9 @@ pub fn decode(
             .map_err(|e| fail_caused("grammar commit", e.into(), &tokens))?;
         if token == eos {
             stats.commit_time += t.elapsed();
+            stats
+                .step_grammar_times
+                .push(stats.grammar_time() - grammar_before);
             break;
         }
         tokens.push(token);
@@ -237,6 +273,9 @@ pub fn decode(
             return Err(fail(format!("grammar forced tokens: {e}"), &tokens));
         }
         stats.commit_time += t.elapsed();
+        stats
+            .step_grammar_times
+            .push(stats.grammar_time() - grammar_before);
         stats.forced_tokens += forced.len();
         tokens.extend_from_slice(&forced);
         unfed.extend_from_slice(&forced);
@@ -341,6 +380,68 @@ impl StepLogits {
         }
         Ok(self.host.as_deref().unwrap_or_default())
     }
+}
+
+/// Greedy decoding on the CPU tries the model's own choice before computing a mask.
+///
+/// Where the grammar takes the unmasked argmax it is the masked argmax too (the same
+/// lowest-id maximum), so the output is the one a mask would give; a check is one
+/// lexer step, while a mask costs 5–100 µs (the first tokens of a free string walk
+/// thousands of trie nodes, because tokens holding a quote may close the string and
+/// run into what follows). A refused guess costs a check and a mask computed after the
+/// pass, when the parser's tables are cold, so after a refusal guesses are tried only
+/// where the grammar would take plain text (a one-letter probe): where strings are
+/// open, masks are the slowest and any model's choice the likeliest to be taken.
+struct Guesser {
+    /// Every token allowed: the unmasked argmax through the one greedy definition.
+    everything: Vec<u32>,
+    /// A one-letter token (`e`), taken wherever the grammar takes free text.
+    probe: Option<TokenId>,
+    /// Whether the last guess was refused.
+    refused: bool,
+}
+
+impl Guesser {
+    fn new(env: &super::TokenEnv) -> Self {
+        Guesser {
+            everything: vec![u32::MAX; env.n_vocab().div_ceil(32)],
+            probe: env.tok_env().tok_trie().token_id(b"e"),
+            refused: false,
+        }
+    }
+
+    /// Whether to guess at this step (asked before the forward pass).
+    fn worth_trying(&mut self, matcher: &mut Matcher) -> bool {
+        !self.refused || self.probe.is_some_and(|p| takes(matcher, p))
+    }
+
+    /// The model's greedy choice when the grammar takes it as it is. End of sequence is
+    /// never guessed (the mask decides where the grammar accepts), nor a token with no
+    /// bytes (padding ids).
+    fn guess(
+        &mut self,
+        matcher: &mut Matcher,
+        logits: &[f32],
+        env: &super::TokenEnv,
+        stats: &mut DecodeStats,
+    ) -> Option<TokenId> {
+        let t = Instant::now();
+        let choice = masked_argmax(logits, &self.everything);
+        stats.sample_time += t.elapsed();
+        let t = Instant::now();
+        let taken = choice.filter(|&token| {
+            token != env.eos() && !env.token_bytes_of(token).is_empty() && takes(matcher, token)
+        });
+        stats.commit_time += t.elapsed();
+        self.refused = taken.is_none();
+        stats.guessed_tokens += usize::from(!self.refused);
+        taken
+    }
+}
+
+/// Whether the grammar's parser can consume `token` now (what a mask would allow).
+fn takes(matcher: &mut Matcher, token: TokenId) -> bool {
+    matcher.validate_tokens(&[token]).is_ok_and(|n| n == 1)
 }
 
 /// One token under `mask`: on the logits' device when they are not on the host and

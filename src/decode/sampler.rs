@@ -89,6 +89,11 @@ impl Sampler {
         }
     }
 
+    /// Whether this sampler takes the best allowed token (no draw).
+    pub fn is_greedy(&self) -> bool {
+        matches!(self.sampling, Sampling::Greedy)
+    }
+
     /// Choose a token allowed by `mask` from `logits`. `None` when no allowed token
     /// inside the row has a non-NaN logit (see [`masked_argmax`], the one definition
     /// of greedy shared with the device kernels). A mask with a single allowed token

@@ -69,6 +69,8 @@ const DOCUMENTED: &[&str] = &[
     "/grammar/per_token_us",
     "/grammar/commit_per_token_us",
     "/grammar/mask_p99_us",
+    "/grammar/step_p99_us",
+    "/grammar/guessed_tokens",
     "/grammar/ratio_to_decode_step",
     "/grammar/forced_share",
     "/grammar/tokens",

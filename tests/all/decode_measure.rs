@@ -24,6 +24,9 @@ use sightline::decode::{
 const REPEATS: usize = 3;
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
     let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[idx.min(sorted.len() - 1)]
 }
@@ -182,13 +185,13 @@ fn grammar_compile_mask_and_forced_share_over_a_corpus() -> Result<()> {
                 compiles[compiles.len() / 2].as_secs_f64() * 1e3,
                 percentile(&per_token_masks, 0.5).as_secs_f64() * 1e6,
                 percentile(&per_token_masks, 0.99).as_secs_f64() * 1e6,
-                per_token_masks[per_token_masks.len() - 1].as_secs_f64() * 1e6,
+                percentile(&per_token_masks, 1.0).as_secs_f64() * 1e6,
                 percentile(&masks, 0.5).as_secs_f64() * 1e6,
                 percentile(&quiet_masks, 0.5).as_secs_f64() * 1e6,
                 percentile(&masks, 0.99).as_secs_f64() * 1e6,
                 percentile(&quiet_masks, 0.99).as_secs_f64() * 1e6,
-                masks[masks.len() - 1].as_secs_f64() * 1e6,
-                quiet_masks[quiet_masks.len() - 1].as_secs_f64() * 1e6,
+                percentile(&masks, 1.0).as_secs_f64() * 1e6,
+                percentile(&quiet_masks, 1.0).as_secs_f64() * 1e6,
                 100.0 * forced as f64 / tokens as f64,
                 per_token.as_secs_f64() * 1e6,
                 masks.len(),

@@ -216,3 +216,80 @@ fn random_logits_always_decode_to_valid_moves_on_screen() -> Result<()> {
     );
     Ok(())
 }
+
+/// Greedy decoding tries the model's own choice before a mask (`guess_first`); the
+/// tokens must be exactly those of a decode that computes every mask, on random logits
+/// (whose choices the grammar often refuses) and on a model steered toward valid moves
+/// (whose choices it takes), for both grammar engines. Both outcomes of a guess must
+/// occur, or the comparison proves little.
+#[test]
+fn guessing_first_decodes_the_tokens_every_mask_would() -> Result<()> {
+    let limits = MoveLimits {
+        sentence_tokens: 6,
+        text_tokens: 8,
+        data_string_tokens: 4,
+        data_entries: 3,
+        ..MoveLimits::default()
+    };
+    let ids = ids(50, true);
+    let options = GrammarOptions {
+        limits,
+        ..GrammarOptions::default()
+    };
+    let spec = MoveSpec::new(&view(&ids, &["cdp_bound", "native_input"]), &options)?;
+    let prompt = env().tokenize("<|im_start|>assistant\n");
+    let steered = crate::decode_support::corpus::corpus(&ids, true, 12, 7);
+    let (mut guessed, mut refused) = (0usize, 0usize);
+    for engine in [GrammarEngine::Lark, GrammarEngine::JsonSchema] {
+        let grammar = Grammar::for_move(env(), &spec, engine)?;
+        let scripts = (0..60u64)
+            .map(|seed| Script::Random {
+                seed,
+                profile: [
+                    LogitProfile::Uniform,
+                    LogitProfile::Peaked,
+                    LogitProfile::QuotesAndEos,
+                ][seed as usize % 3],
+            })
+            .chain(steered.iter().map(|target| Script::Steer {
+                target: target.clone().into_bytes(),
+                prompt_len: prompt.len(),
+            }));
+        for (i, script) in scripts.enumerate() {
+            let mut decoded = Vec::new();
+            for guess_first in [true, false] {
+                let mut model = scripted(script.clone())?;
+                let first = model.feed(&prompt, &[])?;
+                let options = DecodeOptions {
+                    guess_first,
+                    ..DecodeOptions::default()
+                };
+                let out = sightline::decode::decode(&mut model, &first, &grammar, &options)
+                    .with_context(|| format!("{engine:?} script {i} guess_first {guess_first}"))?;
+                if guess_first {
+                    let stats = &out.stats;
+                    guessed += stats.guessed_tokens;
+                    refused += stats.step_grammar_times.len() - stats.guessed_tokens;
+                } else {
+                    ensure!(
+                        out.stats.guessed_tokens == 0,
+                        "guessed with guess_first off"
+                    );
+                }
+                decoded.push(out.tokens);
+            }
+            ensure!(
+                decoded[0] == decoded[1],
+                "{engine:?} script {i}: guessing first decoded another output:\n{}\nagainst\n{}",
+                String::from_utf8_lossy(&env().decode_bytes(&decoded[0])),
+                String::from_utf8_lossy(&env().decode_bytes(&decoded[1]))
+            );
+        }
+    }
+    eprintln!("guesses taken: {guessed}, tokens chosen under a mask: {refused}");
+    ensure!(
+        guessed > 0 && refused > 0,
+        "guessed {guessed}, masked {refused}"
+    );
+    Ok(())
+}
