@@ -390,12 +390,14 @@ impl StepLogits {
 /// thousands of trie nodes, because tokens holding a quote may close the string and
 /// run into what follows). A refused guess costs a check and a mask computed after the
 /// pass, when the parser's tables are cold, so after a refusal guesses are tried only
-/// where the grammar would take plain text (a one-letter probe): where strings are
-/// open, masks are the slowest and any model's choice the likeliest to be taken.
+/// where the grammar would take prose (a probe word): where strings are open, masks are
+/// the slowest and any model's choice the likeliest to be taken.
 struct Guesser {
     /// Every token allowed: the unmasked argmax through the one greedy definition.
     everything: Vec<u32>,
-    /// A one-letter token (`e`), taken wherever the grammar takes free text.
+    /// A word with its leading space (` the`), taken where the grammar takes prose and
+    /// not where it expects an id, a key or a keyword (none holds a space); a single
+    /// letter where the vocabulary has no such token.
     probe: Option<TokenId>,
     /// Whether the last guess was refused.
     refused: bool,
@@ -405,7 +407,9 @@ impl Guesser {
     fn new(env: &super::TokenEnv) -> Self {
         Guesser {
             everything: vec![u32::MAX; env.n_vocab().div_ceil(32)],
-            probe: env.tok_env().tok_trie().token_id(b"e"),
+            probe: [&b" the"[..], b"e"]
+                .iter()
+                .find_map(|word| env.tok_env().tok_trie().token_id(word)),
             refused: false,
         }
     }

@@ -466,7 +466,9 @@ impl VisionLanguageModel for Qwen3Vl {
     }
 
     fn encode_image(&mut self, image: &PreprocessedImage) -> Result<EncodedImage> {
-        self.vision.forward(image)
+        let encoded = self.vision.forward(image)?;
+        crate::cpu::release_freed_memory();
+        Ok(encoded)
     }
 
     fn feed(&mut self, tokens: &[u32], images: &[EncodedImage]) -> Result<Tensor> {
