@@ -104,18 +104,9 @@ impl ReplayPlanner {
             .unwrap_or(self.moves.len());
         self.moves.len().saturating_sub(next)
     }
-}
 
-#[async_trait]
-impl PlanProducer for ReplayPlanner {
-    async fn decide_next(
-        &self,
-        _goal: &str,
-        _history: &[AttemptRecord],
-        _shared_memory: &serde_json::Value,
-        _view: &PlanningView,
-        _screenshot_png: Option<&[u8]>,
-    ) -> std::result::Result<NextMove, String> {
+    /// The next recorded move (what `decide_next` returns), or an error once they ran out.
+    pub fn next_move(&self) -> std::result::Result<NextMove, String> {
         let mut cursor = self
             .cursor
             .lock()
@@ -132,6 +123,34 @@ impl PlanProducer for ReplayPlanner {
         Ok(mv.clone())
     }
 
+    /// The verdict recorded with the last `done` move (what `verify_done` returns), or an
+    /// accepting one when none was recorded (a bare move file).
+    pub fn recorded_verdict(&self) -> std::result::Result<DoneVerdict, String> {
+        let cursor = self
+            .cursor
+            .lock()
+            .map_err(|_| "replay state poisoned by an earlier panic".to_string())?;
+        Ok(cursor.last_verdict.clone().unwrap_or(DoneVerdict {
+            verified: true,
+            reason: String::new(),
+            next_action_hint: None,
+        }))
+    }
+}
+
+#[async_trait]
+impl PlanProducer for ReplayPlanner {
+    async fn decide_next(
+        &self,
+        _goal: &str,
+        _history: &[AttemptRecord],
+        _shared_memory: &serde_json::Value,
+        _view: &PlanningView,
+        _screenshot_png: Option<&[u8]>,
+    ) -> std::result::Result<NextMove, String> {
+        self.next_move()
+    }
+
     /// Returns the verdict recorded with the last `done` move, or accepts when none was
     /// recorded (a bare move file).
     async fn verify_done(
@@ -142,15 +161,7 @@ impl PlanProducer for ReplayPlanner {
         _view: &PlanningView,
         _screenshot_png: Option<&[u8]>,
     ) -> std::result::Result<DoneVerdict, String> {
-        let cursor = self
-            .cursor
-            .lock()
-            .map_err(|_| "replay state poisoned by an earlier panic".to_string())?;
-        Ok(cursor.last_verdict.clone().unwrap_or(DoneVerdict {
-            verified: true,
-            reason: String::new(),
-            next_action_hint: None,
-        }))
+        self.recorded_verdict()
     }
 }
 
