@@ -16,7 +16,7 @@ mod results;
 
 use std::sync::Arc;
 
-use cel_contracts::{NextMove, PlanningView};
+use cel_contracts::{AttemptRecord, NextMove};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
     CallToolResult, ContentBlock, Implementation, ProgressNotificationParam, ProgressToken,
@@ -94,28 +94,39 @@ impl SightlineMcp {
             .map_err(|e| failed(format!("cannot read the screen: {e}")))
     }
 
-    /// The screenshot and view of a `plan` or `verify` call (see [`ScreenArgs`]).
-    async fn turn_screen(
+    /// The turn of a `plan` or `verify` call, on its screenshot and view (see
+    /// [`ScreenArgs`]); no memory is `null`.
+    async fn turn(
         &self,
+        goal: String,
+        history: Vec<AttemptRecord>,
+        memory: Option<serde_json::Value>,
         screen: &ScreenArgs,
-        goal: &str,
         why: &str,
-    ) -> std::result::Result<(Option<Vec<u8>>, PlanningView), ErrorOrResult> {
-        if screen.wants_current_screen() {
+    ) -> std::result::Result<OwnedTurn, ErrorOrResult> {
+        let (screenshot, view) = if screen.wants_current_screen() {
             let seen = self
-                .current_screen(screen.monitor, goal, why)
+                .current_screen(screen.monitor, &goal, why)
                 .await
                 .map_err(ErrorOrResult::Result)?;
-            return Ok((Some(seen.png), seen.view));
-        }
-        let screenshot = screen
-            .screenshot()
-            .map_err(|e| ErrorOrResult::Error(bad_params(e)))?;
-        let view = screen
-            .view()
-            .map_err(|e| ErrorOrResult::Error(bad_params(e)))?
-            .unwrap_or_else(|| crate::view::empty_view(goal));
-        Ok((screenshot, view))
+            (Some(seen.png), seen.view)
+        } else {
+            let screenshot = screen
+                .screenshot()
+                .map_err(|e| ErrorOrResult::Error(bad_params(e)))?;
+            let view = screen
+                .view()
+                .map_err(|e| ErrorOrResult::Error(bad_params(e)))?
+                .unwrap_or_else(|| crate::view::empty_view(&goal));
+            (screenshot, view)
+        };
+        Ok(OwnedTurn {
+            goal,
+            history,
+            memory: memory.unwrap_or(serde_json::Value::Null),
+            view,
+            screenshot,
+        })
     }
 
     #[tool(
@@ -143,21 +154,15 @@ impl SightlineMcp {
     )]
     async fn plan(
         &self,
-        Parameters(mut p): Parameters<PlanParams>,
+        Parameters(p): Parameters<PlanParams>,
     ) -> std::result::Result<CallToolResult, ErrorData> {
-        let screen = p.take_screen();
-        let history = params::history(p.history.take()).map_err(bad_params)?;
-        let memory = p.memory.take().unwrap_or(serde_json::Value::Null);
-        let (screenshot, view) = match self.turn_screen(&screen, &p.goal, "plan").await {
-            Ok(seen) => seen,
+        let history = params::history(p.history).map_err(bad_params)?;
+        let turn = match self
+            .turn(p.goal, history, p.memory, &p.screen, "plan")
+            .await
+        {
+            Ok(turn) => turn,
             Err(e) => return e.into(),
-        };
-        let turn = OwnedTurn {
-            goal: p.goal,
-            history,
-            memory,
-            view,
-            screenshot,
         };
         let shared = &self.shared;
         match shared
@@ -178,20 +183,14 @@ impl SightlineMcp {
     )]
     async fn verify(
         &self,
-        Parameters(mut p): Parameters<VerifyParams>,
+        Parameters(p): Parameters<VerifyParams>,
     ) -> std::result::Result<CallToolResult, ErrorData> {
-        let screen = p.take_screen();
-        let memory = p.memory.take().unwrap_or(serde_json::Value::Null);
-        let (screenshot, view) = match self.turn_screen(&screen, &p.goal, "verify").await {
-            Ok(seen) => seen,
+        let turn = match self
+            .turn(p.goal, Vec::new(), p.memory, &p.screen, "verify")
+            .await
+        {
+            Ok(turn) => turn,
             Err(e) => return e.into(),
-        };
-        let turn = OwnedTurn {
-            goal: p.goal,
-            history: Vec::new(),
-            memory,
-            view,
-            screenshot,
         };
         let shared = &self.shared;
         match shared
