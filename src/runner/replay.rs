@@ -168,20 +168,17 @@ impl PlanProducer for ReplayPlanner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::error::Error as _;
+    use crate::error::testing::{failure, source_as};
 
     /// A replay line that is not JSON is the caller's input error naming the line, with
     /// serde_json's error (line and column) kept as the source.
     #[test]
     fn a_replay_line_that_is_not_json_keeps_the_parsers_error() -> Result<()> {
-        let err = match ReplayPlanner::from_jsonl("\n{\"move\": oops", "t.jsonl") {
-            Ok(_) => return Err(Error::internal("a broken replay parsed")),
-            Err(err) => err,
-        };
-        let source = err
-            .source()
-            .and_then(|s| s.downcast_ref::<serde_json::Error>())
-            .ok_or_else(|| Error::internal(format!("no serde_json source: {err:?}")))?;
+        let err = failure(
+            ReplayPlanner::from_jsonl("\n{\"move\": oops", "t.jsonl"),
+            "parsing a broken replay",
+        )?;
+        let source: &serde_json::Error = source_as(&err)?;
         assert!(matches!(err, Error::InvalidInput { .. }), "{err:?}");
         assert_eq!(
             err.to_string(),
