@@ -3,11 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cel_contracts::{AttemptRecord, DoneVerdict, NextMove, PlanProducer, PlanningView};
+use cel_contracts::{DoneVerdict, NextMove, PlanProducer};
 
 use super::queue::{ModelQueue, QueueError};
 use crate::error::Error;
-use crate::planner::{LocalPlanner, Turn, TurnStats};
+pub use crate::planner::OwnedTurn;
+use crate::planner::{LocalPlanner, TurnStats};
 use crate::runner::ReplayPlanner;
 
 /// What answers `plan`, `verify`, `run` and the `sightline` chat model.
@@ -28,33 +29,6 @@ pub enum Brain {
         /// Where the moves come from, for logs.
         label: String,
     },
-}
-
-/// One turn's inputs, owned: they cross to the model's thread.
-#[derive(Debug, Clone)]
-pub struct OwnedTurn {
-    /// The goal.
-    pub goal: String,
-    /// Earlier attempts, oldest first.
-    pub history: Vec<AttemptRecord>,
-    /// Shared memory.
-    pub memory: serde_json::Value,
-    /// The view.
-    pub view: PlanningView,
-    /// The screenshot (PNG or JPEG).
-    pub screenshot: Option<Vec<u8>>,
-}
-
-impl OwnedTurn {
-    fn turn(&self) -> Turn<'_> {
-        Turn {
-            goal: &self.goal,
-            history: &self.history,
-            shared_memory: &self.memory,
-            view: &self.view,
-            screenshot: self.screenshot.as_deref(),
-        }
-    }
 }
 
 /// An answer and, from a model, the turn's stats.
