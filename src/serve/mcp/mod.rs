@@ -30,8 +30,9 @@ use rmcp::{
 };
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 
-use super::brain::OwnedTurn;
+use super::brain::{OwnedTurn, Planned};
 use super::desktop::{ProgressLines, RunJob, Screen, Seat};
+use super::queue::QueueError;
 use super::Shared;
 use crate::error::{Error, Result};
 use crate::runner::{RunOptions, StopFlag};
@@ -57,6 +58,15 @@ crate::debug_fields::debug_fields!(SightlineMcp {});
 /// A tool's failure as the host shows it: one line, `isError`.
 fn failed(message: impl std::fmt::Display) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message.to_string())])
+}
+
+/// The brain's answer as the tool's result (under `key`, see [`results::planned`]), or its
+/// failure.
+fn answered<T: serde::Serialize>(
+    answer: std::result::Result<Planned<T>, QueueError>,
+    key: &str,
+) -> CallToolResult {
+    answer.map_or_else(failed, |planned| results::planned(&planned, key))
 }
 
 /// A caller's malformed argument.
@@ -165,14 +175,9 @@ impl SightlineMcp {
             Err(e) => return e.into(),
         };
         let shared = &self.shared;
-        match shared
-            .brain
-            .plan(&shared.queue, shared.config.limits.request_timeout, turn)
-            .await
-        {
-            Ok(planned) => Ok(results::planned(&planned, "move")),
-            Err(e) => Ok(failed(e)),
-        }
+        let timeout = shared.config.limits.request_timeout;
+        let planned = shared.brain.plan(&shared.queue, timeout, turn).await;
+        Ok(answered(planned, "move"))
     }
 
     #[tool(
@@ -193,19 +198,12 @@ impl SightlineMcp {
             Err(e) => return e.into(),
         };
         let shared = &self.shared;
-        match shared
+        let timeout = shared.config.limits.request_timeout;
+        let verdict = shared
             .brain
-            .verify(
-                &shared.queue,
-                shared.config.limits.request_timeout,
-                turn,
-                p.summary,
-            )
-            .await
-        {
-            Ok(planned) => Ok(results::planned(&planned, "verdict")),
-            Err(e) => Ok(failed(e)),
-        }
+            .verify(&shared.queue, timeout, turn, p.summary)
+            .await;
+        Ok(answered(verdict, "verdict"))
     }
 
     #[tool(
