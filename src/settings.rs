@@ -91,21 +91,21 @@ pub struct ModelArgs {
 /// `--max-visual-tokens`: 1 to [`MAX_VISUAL_TOKENS`], so 0 and absurd values are usage
 /// errors naming the flag (clap prints it and exits 2), never a wrapped budget.
 pub fn parse_visual_tokens(s: &str) -> std::result::Result<usize, String> {
-    let n: usize = s.parse().map_err(|e| format!("{e}"))?;
-    if (1..=MAX_VISUAL_TOKENS).contains(&n) {
-        Ok(n)
-    } else {
-        Err(format!("expected 1 to {MAX_VISUAL_TOKENS} visual tokens"))
-    }
+    parse_count(s, MAX_VISUAL_TOKENS, "visual tokens")
 }
 
 /// `--threads`: 1 to [`MAX_THREADS`].
 pub fn parse_threads(s: &str) -> std::result::Result<usize, String> {
+    parse_count(s, MAX_THREADS, "threads")
+}
+
+/// A count of `what` from 1 to `max`, or the usage error saying so.
+fn parse_count(s: &str, max: usize, what: &str) -> std::result::Result<usize, String> {
     let n: usize = s.parse().map_err(|e| format!("{e}"))?;
-    if (1..=MAX_THREADS).contains(&n) {
+    if (1..=max).contains(&n) {
         Ok(n)
     } else {
-        Err(format!("expected 1 to {MAX_THREADS} threads"))
+        Err(format!("expected 1 to {max} {what}"))
     }
 }
 

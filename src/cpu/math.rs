@@ -135,6 +135,33 @@ pub fn thread_cpu_seconds(mut f: impl FnMut()) -> f64 {
     }
 }
 
+/// The best of `rounds` CPU times ([`thread_cpu_seconds`]) of `f` on each path this CPU
+/// runs, and each path's speed-up over the portable one (the last of
+/// [`CpuPath::available`](crate::cpu::CpuPath::available)). The paths alternate within
+/// each round, which spreads the machine's noise over them.
+#[cfg(test)]
+pub fn best_seconds_per_path<E>(
+    rounds: usize,
+    mut f: impl FnMut(crate::cpu::CpuPath) -> Result<(), E>,
+) -> Result<Vec<(crate::cpu::CpuPath, f64, f64)>, E> {
+    let paths = crate::cpu::CpuPath::available();
+    let mut best = vec![f64::INFINITY; paths.len()];
+    for _round in 0..rounds {
+        for (i, &path) in paths.iter().enumerate() {
+            let mut result = Ok(());
+            let secs = thread_cpu_seconds(|| result = f(path));
+            result?;
+            best[i] = best[i].min(secs);
+        }
+    }
+    let portable = best[paths.len() - 1];
+    Ok(paths
+        .into_iter()
+        .zip(best)
+        .map(|(path, secs)| (path, secs, portable / secs))
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -43,6 +43,23 @@ pub(super) fn is_mmproj(name: &str) -> bool {
     base.starts_with("mmproj") || base.contains("-mmproj") || base.contains(".mmproj")
 }
 
+/// Whether file name `name` carries quant `quant` (case-insensitively, `-` as `_`).
+fn has_quant(name: &str, quant: &str) -> bool {
+    name.to_lowercase()
+        .contains(&quant.to_lowercase().replace('-', "_"))
+}
+
+/// The name with the first quant of `preference` any name carries, else the only name.
+fn preferred<'a>(names: &[&'a str], preference: &[&str]) -> Option<&'a str> {
+    preference
+        .iter()
+        .find_map(|q| names.iter().find(|n| has_quant(n, q)).copied())
+        .or(match names {
+            [only] => Some(*only),
+            _ => None,
+        })
+}
+
 /// Picks the text GGUF and the mmproj among file names: the named quant (matched in the file
 /// name, case-insensitively), else the first of [`GGUF_QUANT_PREFERENCE`] present, else the
 /// only text GGUF; the mmproj by [`MMPROJ_PREFERENCE`], else the only one.
@@ -52,10 +69,6 @@ pub(super) fn pick_gguf_pair(
 ) -> std::result::Result<(String, String), String> {
     let (mmprojs, texts): (Vec<&str>, Vec<&str>) =
         names.iter().copied().partition(|n| is_mmproj(n));
-    let has_quant = |n: &str, q: &str| {
-        n.to_lowercase()
-            .contains(&q.to_lowercase().replace('-', "_"))
-    };
     let text = match quant {
         Some(q) => texts
             .iter()
@@ -67,39 +80,23 @@ pub(super) fn pick_gguf_pair(
                     texts.join(", ")
                 )
             })?,
-        None => GGUF_QUANT_PREFERENCE
-            .iter()
-            .find_map(|q| texts.iter().find(|n| has_quant(n, q)).copied())
-            .or(if texts.len() == 1 {
-                Some(texts[0])
-            } else {
-                None
-            })
-            .ok_or_else(|| {
-                format!(
-                    "cannot choose among the text GGUF files {}; name a quant (repo:Q4_K_M)",
-                    texts.join(", ")
-                )
-            })?,
+        None => preferred(&texts, GGUF_QUANT_PREFERENCE).ok_or_else(|| {
+            format!(
+                "cannot choose among the text GGUF files {}; name a quant (repo:Q4_K_M)",
+                texts.join(", ")
+            )
+        })?,
     };
-    let mmproj = MMPROJ_PREFERENCE
-        .iter()
-        .find_map(|q| mmprojs.iter().find(|n| has_quant(n, q)).copied())
-        .or(if mmprojs.len() == 1 {
-            Some(mmprojs[0])
+    let mmproj = preferred(&mmprojs, MMPROJ_PREFERENCE).ok_or_else(|| {
+        if mmprojs.is_empty() {
+            "no mmproj*.gguf (vision tower) next to the text GGUF".to_string()
         } else {
-            None
-        })
-        .ok_or_else(|| {
-            if mmprojs.is_empty() {
-                "no mmproj*.gguf (vision tower) next to the text GGUF".to_string()
-            } else {
-                format!(
-                    "cannot choose among the mmproj files {}",
-                    mmprojs.join(", ")
-                )
-            }
-        })?;
+            format!(
+                "cannot choose among the mmproj files {}",
+                mmprojs.join(", ")
+            )
+        }
+    })?;
     Ok((text.to_string(), mmproj.to_string()))
 }
 

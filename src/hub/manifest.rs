@@ -402,20 +402,17 @@ impl RemoteFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::error::Error as _;
+    use crate::error::testing::{failure, source_as};
 
     /// A manifest that is not TOML is an [`Error::Config`] naming it, with the TOML parser's
     /// error as its source and its message after the name.
     #[test]
     fn a_manifest_that_is_not_toml_keeps_the_parsers_error() -> Result<()> {
-        let err = match ModelManifest::from_toml("id = [", "broken.toml") {
-            Ok(_) => return Err(Error::internal("a broken manifest parsed")),
-            Err(err) => err,
-        };
-        let source = err
-            .source()
-            .and_then(|s| s.downcast_ref::<toml::de::Error>())
-            .ok_or_else(|| Error::internal(format!("no TOML source: {err:?}")))?;
+        let err = failure(
+            ModelManifest::from_toml("id = [", "broken.toml"),
+            "parsing a broken manifest",
+        )?;
+        let source: &toml::de::Error = source_as(&err)?;
         assert_eq!(
             err.to_string(),
             format!("model config: model manifest broken.toml: {source}")

@@ -476,6 +476,20 @@ impl LocalPlanner {
         run_decide(&self.engine, turn)
     }
 
+    /// `work` on the engine on a blocking thread (a turn holds the CPU or device for
+    /// seconds): its answer without the stats, a failure as text (`PlanProducer`'s errors).
+    async fn on_blocking_thread<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Mutex<Engine>) -> Result<(T, TurnStats)> + Send + 'static,
+    ) -> std::result::Result<T, String> {
+        let engine = Arc::clone(&self.engine);
+        tokio::task::spawn_blocking(move || work(&engine))
+            .await
+            .map_err(|e| format!("planner task failed: {e}"))?
+            .map(|(answer, _)| answer)
+            .map_err(|e| e.to_string())
+    }
+
     /// `verify_done`, blocking, with the turn's stats.
     pub fn verify(&self, turn: &Turn<'_>, summary: &str) -> Result<(DoneVerdict, TurnStats)> {
         run_verify(&self.engine, turn, summary)
@@ -577,6 +591,47 @@ pub struct Turn<'a> {
     pub view: &'a PlanningView,
     /// The screenshot, PNG or JPEG; `None` for a text-only turn.
     pub screenshot: Option<&'a [u8]>,
+}
+
+impl Turn<'_> {
+    /// The turn's inputs, copied: for work that crosses to another thread.
+    pub fn owned(&self) -> OwnedTurn {
+        OwnedTurn {
+            goal: self.goal.to_string(),
+            history: self.history.to_vec(),
+            memory: self.shared_memory.clone(),
+            view: self.view.clone(),
+            screenshot: self.screenshot.map(<[u8]>::to_vec),
+        }
+    }
+}
+
+/// One turn's inputs, owned: they cross to the model's thread.
+#[derive(Debug, Clone)]
+pub struct OwnedTurn {
+    /// The goal.
+    pub goal: String,
+    /// Earlier attempts, oldest first.
+    pub history: Vec<AttemptRecord>,
+    /// Shared memory.
+    pub memory: serde_json::Value,
+    /// The view.
+    pub view: PlanningView,
+    /// The screenshot (PNG or JPEG).
+    pub screenshot: Option<Vec<u8>>,
+}
+
+impl OwnedTurn {
+    /// The turn, borrowed.
+    pub fn turn(&self) -> Turn<'_> {
+        Turn {
+            goal: &self.goal,
+            history: &self.history,
+            shared_memory: &self.memory,
+            view: &self.view,
+            screenshot: self.screenshot.as_deref(),
+        }
+    }
 }
 
 /// The model and what its cache holds.
@@ -866,30 +921,16 @@ impl PlanProducer for LocalPlanner {
         view: &PlanningView,
         screenshot_png: Option<&[u8]>,
     ) -> std::result::Result<NextMove, String> {
-        let engine = Arc::clone(&self.engine);
-        let (goal, history, memory, view) = (
-            goal.to_string(),
-            history.to_vec(),
-            shared_memory.clone(),
-            view.clone(),
-        );
-        let screenshot = screenshot_png.map(<[u8]>::to_vec);
-        tokio::task::spawn_blocking(move || {
-            run_decide(
-                &engine,
-                &Turn {
-                    goal: &goal,
-                    history: &history,
-                    shared_memory: &memory,
-                    view: &view,
-                    screenshot: screenshot.as_deref(),
-                },
-            )
-        })
-        .await
-        .map_err(|e| format!("planner task failed: {e}"))?
-        .map(|(mv, _)| mv)
-        .map_err(|e| e.to_string())
+        let turn = Turn {
+            goal,
+            history,
+            shared_memory,
+            view,
+            screenshot: screenshot_png,
+        }
+        .owned();
+        self.on_blocking_thread(move |engine| run_decide(engine, &turn.turn()))
+            .await
     }
 
     async fn verify_done(
@@ -900,30 +941,16 @@ impl PlanProducer for LocalPlanner {
         view: &PlanningView,
         screenshot_png: Option<&[u8]>,
     ) -> std::result::Result<DoneVerdict, String> {
-        let engine = Arc::clone(&self.engine);
-        let (goal, summary, memory, view) = (
-            goal.to_string(),
-            summary.to_string(),
-            shared_memory.clone(),
-            view.clone(),
-        );
-        let screenshot = screenshot_png.map(<[u8]>::to_vec);
-        tokio::task::spawn_blocking(move || {
-            run_verify(
-                &engine,
-                &Turn {
-                    goal: &goal,
-                    history: &[],
-                    shared_memory: &memory,
-                    view: &view,
-                    screenshot: screenshot.as_deref(),
-                },
-                &summary,
-            )
-        })
-        .await
-        .map_err(|e| format!("planner task failed: {e}"))?
-        .map(|(v, _)| v)
-        .map_err(|e| e.to_string())
+        let turn = Turn {
+            goal,
+            history: &[],
+            shared_memory,
+            view,
+            screenshot: screenshot_png,
+        }
+        .owned();
+        let summary = summary.to_string();
+        self.on_blocking_thread(move |engine| run_verify(engine, &turn.turn(), &summary))
+            .await
     }
 }

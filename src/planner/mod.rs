@@ -14,5 +14,6 @@ mod local;
 pub mod prompt;
 
 pub use local::{
-    DeviceChoice, LoadReport, LocalPlanner, ModelLoan, PlannerOptions, StageTimes, Turn, TurnStats,
+    DeviceChoice, LoadReport, LocalPlanner, ModelLoan, OwnedTurn, PlannerOptions, StageTimes, Turn,
+    TurnStats,
 };

@@ -358,29 +358,24 @@ impl Runner {
         let turn_start = Instant::now();
         let started_ms = state.start.elapsed().as_millis() as u64;
         let history_before = state.history.len();
+        let capture_failed = |doing: &str, reason: String| {
+            let report = failure(goal, doing, &state.history, reason);
+            (
+                TurnEnd::Finish(GoalOutcome::Failed(report), EndReason::CaptureFailed),
+                None,
+            )
+        };
         let capture = match state.pending_capture.take() {
             Some(c) => c,
             None => match self.desktop.capture() {
                 Ok(c) => c,
-                Err(e) => {
-                    let report = failure(goal, "observe the screen", &state.history, e.to_string());
-                    return (
-                        TurnEnd::Finish(GoalOutcome::Failed(report), EndReason::CaptureFailed),
-                        None,
-                    );
-                }
+                Err(e) => return capture_failed("observe the screen", e.to_string()),
             },
         };
         state.geometry = Some(capture.geometry);
         let png = match capture.png() {
             Ok(p) => p,
-            Err(e) => {
-                let report = failure(goal, "encode the screenshot", &state.history, e.to_string());
-                return (
-                    TurnEnd::Finish(GoalOutcome::Failed(report), EndReason::CaptureFailed),
-                    None,
-                );
-            }
+            Err(e) => return capture_failed("encode the screenshot", e.to_string()),
         };
         let elements = if self.options.use_elements {
             capture_elements(

@@ -104,18 +104,9 @@ impl ReplayPlanner {
             .unwrap_or(self.moves.len());
         self.moves.len().saturating_sub(next)
     }
-}
 
-#[async_trait]
-impl PlanProducer for ReplayPlanner {
-    async fn decide_next(
-        &self,
-        _goal: &str,
-        _history: &[AttemptRecord],
-        _shared_memory: &serde_json::Value,
-        _view: &PlanningView,
-        _screenshot_png: Option<&[u8]>,
-    ) -> std::result::Result<NextMove, String> {
+    /// The next recorded move (what `decide_next` returns), or an error once they ran out.
+    pub fn next_move(&self) -> std::result::Result<NextMove, String> {
         let mut cursor = self
             .cursor
             .lock()
@@ -132,16 +123,9 @@ impl PlanProducer for ReplayPlanner {
         Ok(mv.clone())
     }
 
-    /// Returns the verdict recorded with the last `done` move, or accepts when none was
-    /// recorded (a bare move file).
-    async fn verify_done(
-        &self,
-        _goal: &str,
-        _summary: &str,
-        _shared_memory: &serde_json::Value,
-        _view: &PlanningView,
-        _screenshot_png: Option<&[u8]>,
-    ) -> std::result::Result<DoneVerdict, String> {
+    /// The verdict recorded with the last `done` move (what `verify_done` returns), or an
+    /// accepting one when none was recorded (a bare move file).
+    pub fn recorded_verdict(&self) -> std::result::Result<DoneVerdict, String> {
         let cursor = self
             .cursor
             .lock()
@@ -154,23 +138,47 @@ impl PlanProducer for ReplayPlanner {
     }
 }
 
+#[async_trait]
+impl PlanProducer for ReplayPlanner {
+    async fn decide_next(
+        &self,
+        _goal: &str,
+        _history: &[AttemptRecord],
+        _shared_memory: &serde_json::Value,
+        _view: &PlanningView,
+        _screenshot_png: Option<&[u8]>,
+    ) -> std::result::Result<NextMove, String> {
+        self.next_move()
+    }
+
+    /// Returns the verdict recorded with the last `done` move, or accepts when none was
+    /// recorded (a bare move file).
+    async fn verify_done(
+        &self,
+        _goal: &str,
+        _summary: &str,
+        _shared_memory: &serde_json::Value,
+        _view: &PlanningView,
+        _screenshot_png: Option<&[u8]>,
+    ) -> std::result::Result<DoneVerdict, String> {
+        self.recorded_verdict()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::error::Error as _;
+    use crate::error::testing::{failure, source_as};
 
     /// A replay line that is not JSON is the caller's input error naming the line, with
     /// serde_json's error (line and column) kept as the source.
     #[test]
     fn a_replay_line_that_is_not_json_keeps_the_parsers_error() -> Result<()> {
-        let err = match ReplayPlanner::from_jsonl("\n{\"move\": oops", "t.jsonl") {
-            Ok(_) => return Err(Error::internal("a broken replay parsed")),
-            Err(err) => err,
-        };
-        let source = err
-            .source()
-            .and_then(|s| s.downcast_ref::<serde_json::Error>())
-            .ok_or_else(|| Error::internal(format!("no serde_json source: {err:?}")))?;
+        let err = failure(
+            ReplayPlanner::from_jsonl("\n{\"move\": oops", "t.jsonl"),
+            "parsing a broken replay",
+        )?;
+        let source: &serde_json::Error = source_as(&err)?;
         assert!(matches!(err, Error::InvalidInput { .. }), "{err:?}");
         assert_eq!(
             err.to_string(),

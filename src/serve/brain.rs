@@ -3,11 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cel_contracts::{AttemptRecord, DoneVerdict, NextMove, PlanProducer, PlanningView};
+use cel_contracts::{DoneVerdict, NextMove, PlanProducer};
 
 use super::queue::{ModelQueue, QueueError};
 use crate::error::Error;
-use crate::planner::{LocalPlanner, Turn, TurnStats};
+pub use crate::planner::OwnedTurn;
+use crate::planner::{LocalPlanner, TurnStats};
 use crate::runner::ReplayPlanner;
 
 /// What answers `plan`, `verify`, `run` and the `sightline` chat model.
@@ -28,33 +29,6 @@ pub enum Brain {
         /// Where the moves come from, for logs.
         label: String,
     },
-}
-
-/// One turn's inputs, owned: they cross to the model's thread.
-#[derive(Debug, Clone)]
-pub struct OwnedTurn {
-    /// The goal.
-    pub goal: String,
-    /// Earlier attempts, oldest first.
-    pub history: Vec<AttemptRecord>,
-    /// Shared memory.
-    pub memory: serde_json::Value,
-    /// The view.
-    pub view: PlanningView,
-    /// The screenshot (PNG or JPEG).
-    pub screenshot: Option<Vec<u8>>,
-}
-
-impl OwnedTurn {
-    fn turn(&self) -> Turn<'_> {
-        Turn {
-            goal: &self.goal,
-            history: &self.history,
-            shared_memory: &self.memory,
-            view: &self.view,
-            screenshot: self.screenshot.as_deref(),
-        }
-    }
 }
 
 /// An answer and, from a model, the turn's stats.
@@ -100,30 +74,13 @@ impl Brain {
         timeout: Duration,
         turn: OwnedTurn,
     ) -> Result<Planned<NextMove>, QueueError> {
-        let brain = self.clone();
-        queue
-            .run(timeout, move |_| match brain {
-                Brain::Model { planner, .. } => {
-                    planner.plan(&turn.turn()).map(|(answer, stats)| Planned {
-                        answer,
-                        stats: Some(stats),
-                    })
-                }
-                Brain::Replay { planner, .. } => tokio::runtime::Handle::current()
-                    .block_on(planner.decide_next(
-                        &turn.goal,
-                        &turn.history,
-                        &turn.memory,
-                        &turn.view,
-                        turn.screenshot.as_deref(),
-                    ))
-                    .map(|answer| Planned {
-                        answer,
-                        stats: None,
-                    })
-                    .map_err(Error::invalid_input),
-            })
-            .await
+        self.ask(
+            queue,
+            timeout,
+            move |planner| planner.plan(&turn.turn()),
+            ReplayPlanner::next_move,
+        )
+        .await
     }
 
     /// `verify_done` of `summary` for `turn`, through the model's queue.
@@ -134,25 +91,32 @@ impl Brain {
         turn: OwnedTurn,
         summary: String,
     ) -> Result<Planned<DoneVerdict>, QueueError> {
+        self.ask(
+            queue,
+            timeout,
+            move |planner| planner.verify(&turn.turn(), &summary),
+            ReplayPlanner::recorded_verdict,
+        )
+        .await
+    }
+
+    /// One answer through the model's queue: `model` asks a loaded model, `replay` takes
+    /// the recorded one (a replay does not look at the turn).
+    async fn ask<T: Send + 'static>(
+        &self,
+        queue: &ModelQueue,
+        timeout: Duration,
+        model: impl FnOnce(&LocalPlanner) -> crate::error::Result<(T, TurnStats)> + Send + 'static,
+        replay: impl FnOnce(&ReplayPlanner) -> Result<T, String> + Send + 'static,
+    ) -> Result<Planned<T>, QueueError> {
         let brain = self.clone();
         queue
             .run(timeout, move |_| match brain {
-                Brain::Model { planner, .. } => {
-                    planner
-                        .verify(&turn.turn(), &summary)
-                        .map(|(answer, stats)| Planned {
-                            answer,
-                            stats: Some(stats),
-                        })
-                }
-                Brain::Replay { planner, .. } => tokio::runtime::Handle::current()
-                    .block_on(planner.verify_done(
-                        &turn.goal,
-                        &summary,
-                        &turn.memory,
-                        &turn.view,
-                        turn.screenshot.as_deref(),
-                    ))
+                Brain::Model { planner, .. } => model(&planner).map(|(answer, stats)| Planned {
+                    answer,
+                    stats: Some(stats),
+                }),
+                Brain::Replay { planner, .. } => replay(&planner)
                     .map(|answer| Planned {
                         answer,
                         stats: None,

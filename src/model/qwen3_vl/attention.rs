@@ -258,29 +258,17 @@ mod tests {
         let q = random(&mut rng, &[groups, rep, 1, hd])?;
         let k = random(&mut rng, &[groups, len, hd])?;
         let v = random(&mut rng, &[groups, len, hd])?;
-        let paths = CpuPath::available();
-        let mut best = vec![f64::INFINITY; paths.len()];
-        for _round in 0..5 {
-            for (i, &path) in paths.iter().enumerate() {
-                let mut result = Ok(());
-                let secs = crate::cpu::math::thread_cpu_seconds(|| {
-                    for _layer in 0..28 {
-                        if let Err(e) = few_rows_cpu(path, &q, &k, &v, None, 0.088) {
-                            result = Err(e);
-                        }
-                    }
-                });
-                result?;
-                best[i] = best[i].min(secs);
+        let timings = crate::cpu::math::best_seconds_per_path(5, |path| -> Result<()> {
+            for _layer in 0..28 {
+                few_rows_cpu(path, &q, &k, &v, None, 0.088)?;
             }
-        }
-        let portable = best[paths.len() - 1];
-        for (path, secs) in paths.iter().zip(&best) {
+            Ok(())
+        })?;
+        for (path, secs, speedup) in timings {
             println!(
-                "decode attention 8x2 heads of 128 @ 512, 28 layers: {:>8} best of 5 {:.2} ms ({:.2}x portable)",
+                "decode attention 8x2 heads of 128 @ 512, 28 layers: {:>8} best of 5 {:.2} ms ({speedup:.2}x portable)",
                 path.name(),
                 secs * 1e3,
-                portable / secs
             );
         }
         Ok(())

@@ -625,26 +625,15 @@ mod tests {
                 None
             };
             let scale = 1.0 / (hd as f64).sqrt();
-            let paths = CpuPath::available();
-            let mut best = vec![f64::INFINITY; paths.len()];
-            for _round in 0..3 {
-                // Alternating the variants within each round spreads the machine's noise.
-                for (i, &path) in paths.iter().enumerate() {
-                    let mut result = Ok(None);
-                    let secs = crate::cpu::math::thread_cpu_seconds(|| {
-                        result = flash_cpu(path, &q, &k, &v, mask.as_ref(), scale);
-                    });
-                    result?.ok_or_else(|| Error::internal("f32 inputs took another route"))?;
-                    best[i] = best[i].min(secs);
-                }
-            }
-            let portable = best[paths.len() - 1];
-            for (path, secs) in paths.iter().zip(&best) {
+            let timings = crate::cpu::math::best_seconds_per_path(3, |path| {
+                flash_cpu(path, &q, &k, &v, mask.as_ref(), scale)?
+                    .map(drop)
+                    .ok_or_else(|| Error::internal("f32 inputs took another route"))
+            })?;
+            for (path, secs, speedup) in timings {
                 println!(
-                    "{name}: flash {:>8} best of 3 {:.3} s CPU ({:.2}x portable)",
+                    "{name}: flash {:>8} best of 3 {secs:.3} s CPU ({speedup:.2}x portable)",
                     path.name(),
-                    secs,
-                    portable / secs
                 );
             }
         }

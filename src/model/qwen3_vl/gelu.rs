@@ -114,27 +114,13 @@ mod tests {
             .map(|i| ((i % 2001) as f32 - 1000.0) * 4e-3)
             .collect();
         let t = Tensor::from_vec(xs, n, &Device::Cpu)?;
-        let paths = CpuPath::available();
-        let mut best = vec![f64::INFINITY; paths.len()];
-        for _round in 0..3 {
-            for (i, &path) in paths.iter().enumerate() {
-                let mut result = Ok(());
-                let secs = crate::cpu::math::thread_cpu_seconds(|| {
-                    if let Err(e) = gelu_tanh_on(path, &t) {
-                        result = Err(e);
-                    }
-                });
-                result?;
-                best[i] = best[i].min(secs);
-            }
-        }
-        let portable = best[paths.len() - 1];
-        for (path, secs) in paths.iter().zip(&best) {
+        let timings =
+            crate::cpu::math::best_seconds_per_path(3, |path| gelu_tanh_on(path, &t).map(drop))?;
+        for (path, secs, speedup) in timings {
             println!(
-                "gelu 4888x4304: {:>8} best of 3 {:.1} ms ({:.2}x portable)",
+                "gelu 4888x4304: {:>8} best of 3 {:.1} ms ({speedup:.2}x portable)",
                 path.name(),
                 secs * 1e3,
-                portable / secs
             );
         }
         Ok(())

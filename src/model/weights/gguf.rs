@@ -81,35 +81,39 @@ impl GgufMeta<'_> {
 
     /// An array of integers.
     pub fn u32_array(&self, key: &str) -> Result<Vec<u32>> {
-        let Value::Array(items) = self.get(key)? else {
-            return Err(self.error(format!("metadata key {key} is not an array")));
-        };
-        items
-            .iter()
-            .map(|v| match v {
-                Value::U32(x) => Ok(*x),
-                Value::I32(x) if *x >= 0 => Ok(*x as u32),
-                Value::U64(x) if *x <= u32::MAX as u64 => Ok(*x as u32),
-                Value::I64(x) if *x >= 0 && *x <= u32::MAX as i64 => Ok(*x as u32),
-                other => Err(self.error(format!(
-                    "metadata key {key} holds {other:?}, expected unsigned integers"
-                ))),
-            })
-            .collect()
+        self.array(key, "unsigned integers", |v| match v {
+            Value::U32(x) => Some(*x),
+            Value::I32(x) if *x >= 0 => Some(*x as u32),
+            Value::U64(x) if *x <= u32::MAX as u64 => Some(*x as u32),
+            Value::I64(x) if *x >= 0 && *x <= u32::MAX as i64 => Some(*x as u32),
+            _ => None,
+        })
     }
 
     /// An array of booleans.
     pub fn bool_array(&self, key: &str) -> Result<Vec<bool>> {
+        self.array(key, "booleans", |v| match v {
+            Value::Bool(b) => Some(*b),
+            _ => None,
+        })
+    }
+
+    /// An array whose every item `item` reads; `what` names the items it expects, for errors.
+    fn array<T>(
+        &self,
+        key: &str,
+        what: &str,
+        item: impl Fn(&Value) -> Option<T>,
+    ) -> Result<Vec<T>> {
         let Value::Array(items) = self.get(key)? else {
             return Err(self.error(format!("metadata key {key} is not an array")));
         };
         items
             .iter()
-            .map(|v| match v {
-                Value::Bool(b) => Ok(*b),
-                other => Err(self.error(format!(
-                    "metadata key {key} holds {other:?}, expected booleans"
-                ))),
+            .map(|v| {
+                item(v).ok_or_else(|| {
+                    self.error(format!("metadata key {key} holds {v:?}, expected {what}"))
+                })
             })
             .collect()
     }

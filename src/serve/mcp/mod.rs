@@ -16,7 +16,7 @@ mod results;
 
 use std::sync::Arc;
 
-use cel_contracts::{NextMove, PlanningView};
+use cel_contracts::{AttemptRecord, NextMove};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
     CallToolResult, ContentBlock, Implementation, ProgressNotificationParam, ProgressToken,
@@ -30,8 +30,9 @@ use rmcp::{
 };
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 
-use super::brain::OwnedTurn;
+use super::brain::{OwnedTurn, Planned};
 use super::desktop::{ProgressLines, RunJob, Screen, Seat};
+use super::queue::QueueError;
 use super::Shared;
 use crate::error::{Error, Result};
 use crate::runner::{RunOptions, StopFlag};
@@ -57,6 +58,15 @@ crate::debug_fields::debug_fields!(SightlineMcp {});
 /// A tool's failure as the host shows it: one line, `isError`.
 fn failed(message: impl std::fmt::Display) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message.to_string())])
+}
+
+/// The brain's answer as the tool's result (under `key`, see [`results::planned`]), or its
+/// failure.
+fn answered<T: serde::Serialize>(
+    answer: std::result::Result<Planned<T>, QueueError>,
+    key: &str,
+) -> CallToolResult {
+    answer.map_or_else(failed, |planned| results::planned(&planned, key))
 }
 
 /// A caller's malformed argument.
@@ -94,28 +104,39 @@ impl SightlineMcp {
             .map_err(|e| failed(format!("cannot read the screen: {e}")))
     }
 
-    /// The screenshot and view of a `plan` or `verify` call (see [`ScreenArgs`]).
-    async fn turn_screen(
+    /// The turn of a `plan` or `verify` call, on its screenshot and view (see
+    /// [`ScreenArgs`]); no memory is `null`.
+    async fn turn(
         &self,
+        goal: String,
+        history: Vec<AttemptRecord>,
+        memory: Option<serde_json::Value>,
         screen: &ScreenArgs,
-        goal: &str,
         why: &str,
-    ) -> std::result::Result<(Option<Vec<u8>>, PlanningView), ErrorOrResult> {
-        if screen.wants_current_screen() {
+    ) -> std::result::Result<OwnedTurn, ErrorOrResult> {
+        let (screenshot, view) = if screen.wants_current_screen() {
             let seen = self
-                .current_screen(screen.monitor, goal, why)
+                .current_screen(screen.monitor, &goal, why)
                 .await
                 .map_err(ErrorOrResult::Result)?;
-            return Ok((Some(seen.png), seen.view));
-        }
-        let screenshot = screen
-            .screenshot()
-            .map_err(|e| ErrorOrResult::Error(bad_params(e)))?;
-        let view = screen
-            .view()
-            .map_err(|e| ErrorOrResult::Error(bad_params(e)))?
-            .unwrap_or_else(|| crate::view::empty_view(goal));
-        Ok((screenshot, view))
+            (Some(seen.png), seen.view)
+        } else {
+            let screenshot = screen
+                .screenshot()
+                .map_err(|e| ErrorOrResult::Error(bad_params(e)))?;
+            let view = screen
+                .view()
+                .map_err(|e| ErrorOrResult::Error(bad_params(e)))?
+                .unwrap_or_else(|| crate::view::empty_view(&goal));
+            (screenshot, view)
+        };
+        Ok(OwnedTurn {
+            goal,
+            history,
+            memory: memory.unwrap_or(serde_json::Value::Null),
+            view,
+            screenshot,
+        })
     }
 
     #[tool(
@@ -143,31 +164,20 @@ impl SightlineMcp {
     )]
     async fn plan(
         &self,
-        Parameters(mut p): Parameters<PlanParams>,
+        Parameters(p): Parameters<PlanParams>,
     ) -> std::result::Result<CallToolResult, ErrorData> {
-        let screen = p.take_screen();
-        let history = params::history(p.history.take()).map_err(bad_params)?;
-        let memory = p.memory.take().unwrap_or(serde_json::Value::Null);
-        let (screenshot, view) = match self.turn_screen(&screen, &p.goal, "plan").await {
-            Ok(seen) => seen,
-            Err(e) => return e.into(),
-        };
-        let turn = OwnedTurn {
-            goal: p.goal,
-            history,
-            memory,
-            view,
-            screenshot,
-        };
-        let shared = &self.shared;
-        match shared
-            .brain
-            .plan(&shared.queue, shared.config.limits.request_timeout, turn)
+        let history = params::history(p.history).map_err(bad_params)?;
+        let turn = match self
+            .turn(p.goal, history, p.memory, &p.screen, "plan")
             .await
         {
-            Ok(planned) => Ok(results::planned(&planned, "move")),
-            Err(e) => Ok(failed(e)),
-        }
+            Ok(turn) => turn,
+            Err(e) => return e.into(),
+        };
+        let shared = &self.shared;
+        let timeout = shared.config.limits.request_timeout;
+        let planned = shared.brain.plan(&shared.queue, timeout, turn).await;
+        Ok(answered(planned, "move"))
     }
 
     #[tool(
@@ -178,35 +188,22 @@ impl SightlineMcp {
     )]
     async fn verify(
         &self,
-        Parameters(mut p): Parameters<VerifyParams>,
+        Parameters(p): Parameters<VerifyParams>,
     ) -> std::result::Result<CallToolResult, ErrorData> {
-        let screen = p.take_screen();
-        let memory = p.memory.take().unwrap_or(serde_json::Value::Null);
-        let (screenshot, view) = match self.turn_screen(&screen, &p.goal, "verify").await {
-            Ok(seen) => seen,
-            Err(e) => return e.into(),
-        };
-        let turn = OwnedTurn {
-            goal: p.goal,
-            history: Vec::new(),
-            memory,
-            view,
-            screenshot,
-        };
-        let shared = &self.shared;
-        match shared
-            .brain
-            .verify(
-                &shared.queue,
-                shared.config.limits.request_timeout,
-                turn,
-                p.summary,
-            )
+        let turn = match self
+            .turn(p.goal, Vec::new(), p.memory, &p.screen, "verify")
             .await
         {
-            Ok(planned) => Ok(results::planned(&planned, "verdict")),
-            Err(e) => Ok(failed(e)),
-        }
+            Ok(turn) => turn,
+            Err(e) => return e.into(),
+        };
+        let shared = &self.shared;
+        let timeout = shared.config.limits.request_timeout;
+        let verdict = shared
+            .brain
+            .verify(&shared.queue, timeout, turn, p.summary)
+            .await;
+        Ok(answered(verdict, "verdict"))
     }
 
     #[tool(

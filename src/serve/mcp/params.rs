@@ -25,16 +25,18 @@ pub struct ViewParams {
     pub goal: String,
 }
 
-/// A screenshot and a view to plan or judge on; without either, the current screen.
-#[derive(Debug, Default)]
+/// A screenshot and a view to plan or judge on; without either, the current screen. The
+/// screen arguments of `plan` and `verify`.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 pub struct ScreenArgs {
-    /// Base64 or a data: URL.
+    /// A screenshot, PNG or JPEG, as base64 or a data: URL.
     pub screenshot_base64: Option<String>,
-    /// An absolute path on the server's machine.
+    /// A screenshot file on the server's machine (absolute path).
     pub screenshot_path: Option<String>,
-    /// A PlanningView as JSON.
+    /// A cel-contracts PlanningView (JSON object). Default: the current screen's view when
+    /// no screenshot is given either (the screen is then captured), else an empty view.
     pub view: Option<Value>,
-    /// The monitor to capture.
+    /// Monitor index, when the current screen is captured.
     pub monitor: Option<usize>,
 }
 
@@ -48,15 +50,9 @@ pub struct PlanParams {
     pub history: Option<Value>,
     /// Shared memory: any JSON value.
     pub memory: Option<Value>,
-    /// A screenshot, PNG or JPEG, as base64 or a data: URL.
-    pub screenshot_base64: Option<String>,
-    /// A screenshot file on the server's machine (absolute path).
-    pub screenshot_path: Option<String>,
-    /// A cel-contracts PlanningView (JSON object). Default: the current screen's view when
-    /// no screenshot is given either (the screen is then captured), else an empty view.
-    pub view: Option<Value>,
-    /// Monitor index, when the current screen is captured.
-    pub monitor: Option<usize>,
+    /// The screen to plan on.
+    #[serde(flatten)]
+    pub screen: ScreenArgs,
 }
 
 /// `verify`: judge a done claim.
@@ -69,39 +65,9 @@ pub struct VerifyParams {
     pub summary: String,
     /// Shared memory: any JSON value.
     pub memory: Option<Value>,
-    /// A screenshot, PNG or JPEG, as base64 or a data: URL.
-    pub screenshot_base64: Option<String>,
-    /// A screenshot file on the server's machine (absolute path).
-    pub screenshot_path: Option<String>,
-    /// A cel-contracts PlanningView (JSON object). Default: the current screen's view when
-    /// no screenshot is given either (the screen is then captured), else an empty view.
-    pub view: Option<Value>,
-    /// Monitor index, when the current screen is captured.
-    pub monitor: Option<usize>,
-}
-
-impl PlanParams {
-    /// The screen arguments, taken out.
-    pub fn take_screen(&mut self) -> ScreenArgs {
-        ScreenArgs {
-            screenshot_base64: self.screenshot_base64.take(),
-            screenshot_path: self.screenshot_path.take(),
-            view: self.view.take(),
-            monitor: self.monitor,
-        }
-    }
-}
-
-impl VerifyParams {
-    /// The screen arguments, taken out.
-    pub fn take_screen(&mut self) -> ScreenArgs {
-        ScreenArgs {
-            screenshot_base64: self.screenshot_base64.take(),
-            screenshot_path: self.screenshot_path.take(),
-            view: self.view.take(),
-            monitor: self.monitor,
-        }
-    }
+    /// The screen to judge on.
+    #[serde(flatten)]
+    pub screen: ScreenArgs,
 }
 
 /// `act`: execute one move.
@@ -192,5 +158,50 @@ impl ScreenArgs {
     /// Whether the current screen is to be captured: neither a screenshot nor a view given.
     pub fn wants_current_screen(&self) -> bool {
         self.screenshot_base64.is_none() && self.screenshot_path.is_none() && self.view.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The screen arguments are read into [`ScreenArgs`], and an argument neither the call
+    /// nor the screen knows is still refused.
+    #[test]
+    fn screen_arguments_are_flattened_and_unknown_ones_refused() -> Result<()> {
+        let p: PlanParams = parse(
+            "plan",
+            serde_json::json!({"goal": "g", "screenshot_path": "/tmp/s.png", "monitor": 1}),
+        )?;
+        assert_eq!(p.screen.screenshot_path.as_deref(), Some("/tmp/s.png"));
+        assert_eq!(p.screen.monitor, Some(1));
+        assert!(!p.screen.wants_current_screen());
+        let v: VerifyParams = parse("verify", serde_json::json!({"goal": "g", "summary": "s"}))?;
+        assert!(v.screen.wants_current_screen());
+        for (what, args) in [
+            (
+                "plan",
+                serde_json::json!({"goal": "g", "grants": ["delete"]}),
+            ),
+            (
+                "verify",
+                serde_json::json!({"goal": "g", "summary": "s", "dry": 1}),
+            ),
+        ] {
+            let refused = if what == "plan" {
+                parse::<PlanParams>(what, args).is_err()
+            } else {
+                parse::<VerifyParams>(what, args).is_err()
+            };
+            assert!(refused, "{what}");
+        }
+        let schema = serde_json::to_value(schemars::schema_for!(PlanParams))
+            .map_err(|e| Error::internal(e.to_string()))?;
+        assert!(
+            schema["properties"]["screenshot_base64"].is_object(),
+            "{schema}"
+        );
+        assert_eq!(schema["additionalProperties"], serde_json::json!(false));
+        Ok(())
     }
 }

@@ -27,6 +27,18 @@ macro_rules! proxy {
     };
 }
 
+/// Methods `name(&self, node)`, each the node's proxy of one interface (built by
+/// [`proxy!`]).
+macro_rules! accessors {
+    ($($name:ident: $proxy:ident),* $(,)?) => {
+        $(
+            pub(super) fn $name(&self, node: &Node) -> zbus::Result<$proxy<'static>> {
+                proxy!($proxy, &self.conn, node.dest, node.path)
+            }
+        )*
+    };
+}
+
 /// A connection to the accessibility bus. Each object is one proxy with property caching
 /// off: caching would cost a `GetAll` and a signal subscription per object, more than the one
 /// or two properties read.
@@ -39,43 +51,16 @@ impl Bus {
         Self { conn }
     }
 
-    pub(super) fn accessible(&self, node: &Node) -> zbus::Result<AccessibleProxyBlocking<'static>> {
-        proxy!(AccessibleProxyBlocking, &self.conn, node.dest, node.path)
-    }
-
-    pub(super) fn component(&self, node: &Node) -> zbus::Result<ComponentProxyBlocking<'static>> {
-        proxy!(ComponentProxyBlocking, &self.conn, node.dest, node.path)
-    }
-
-    pub(super) fn action(&self, node: &Node) -> zbus::Result<ActionProxyBlocking<'static>> {
-        proxy!(ActionProxyBlocking, &self.conn, node.dest, node.path)
-    }
-
-    pub(super) fn text(&self, node: &Node) -> zbus::Result<TextProxyBlocking<'static>> {
-        proxy!(TextProxyBlocking, &self.conn, node.dest, node.path)
-    }
-
-    pub(super) fn editable_text(
-        &self,
-        node: &Node,
-    ) -> zbus::Result<EditableTextProxyBlocking<'static>> {
-        proxy!(EditableTextProxyBlocking, &self.conn, node.dest, node.path)
-    }
-
-    pub(super) fn value(&self, node: &Node) -> zbus::Result<ValueProxyBlocking<'static>> {
-        proxy!(ValueProxyBlocking, &self.conn, node.dest, node.path)
-    }
-
-    pub(super) fn selection(&self, node: &Node) -> zbus::Result<SelectionProxyBlocking<'static>> {
-        proxy!(SelectionProxyBlocking, &self.conn, node.dest, node.path)
-    }
-
-    pub(super) fn table(&self, node: &Node) -> zbus::Result<TableProxyBlocking<'static>> {
-        proxy!(TableProxyBlocking, &self.conn, node.dest, node.path)
-    }
-
-    pub(super) fn table_cell(&self, node: &Node) -> zbus::Result<TableCellProxyBlocking<'static>> {
-        proxy!(TableCellProxyBlocking, &self.conn, node.dest, node.path)
+    accessors! {
+        accessible: AccessibleProxyBlocking,
+        component: ComponentProxyBlocking,
+        action: ActionProxyBlocking,
+        text: TextProxyBlocking,
+        editable_text: EditableTextProxyBlocking,
+        value: ValueProxyBlocking,
+        selection: SelectionProxyBlocking,
+        table: TableProxyBlocking,
+        table_cell: TableCellProxyBlocking,
     }
 
     /// How many applications are registered (to see when newly enabled ones have come).
