@@ -575,67 +575,41 @@ impl BenchReport {
             );
         }
         if let Some(g) = &self.grammar {
-            row(
-                &mut s,
-                "grammar per token",
-                format!("{:.1} µs", g.per_token_us),
-                String::new(),
-                String::new(),
-            );
-            row(
-                &mut s,
-                "  of which commits",
-                format!("{:.1} µs", g.commit_per_token_us),
-                String::new(),
-                String::new(),
-            );
-            row(
-                &mut s,
-                "  per sampled token p50 / p99",
-                format!("{:.0} / {:.0} µs", g.step_p50_us, g.step_p99_us),
-                String::new(),
-                String::new(),
-            );
-            row(
-                &mut s,
-                "  guessed (no mask)",
-                format!("{}/{}", g.guessed_tokens, g.sampled_tokens),
-                String::new(),
-                String::new(),
-            );
-            row(
-                &mut s,
-                "  mask p50 / p99",
-                format!("{:.0} / {:.0} µs", g.mask_p50_us, g.mask_p99_us),
-                String::new(),
-                String::new(),
-            );
-            row(
-                &mut s,
-                "grammar / decode step",
-                format!("{:.3}%", g.ratio_to_decode_step * 100.0),
-                String::new(),
-                String::new(),
-            );
-            row(
-                &mut s,
-                "forced tokens",
-                format!(
-                    "{}/{} ({:.0}%)",
-                    g.forced_tokens,
-                    g.tokens,
-                    g.forced_share * 100.0
+            for (name, value) in [
+                ("grammar per token", format!("{:.1} µs", g.per_token_us)),
+                (
+                    "  of which commits",
+                    format!("{:.1} µs", g.commit_per_token_us),
                 ),
-                String::new(),
-                String::new(),
-            );
-            row(
-                &mut s,
-                "grammar compile",
-                format!("{:.1} ms", g.compile_ms),
-                String::new(),
-                String::new(),
-            );
+                (
+                    "  per sampled token p50 / p99",
+                    format!("{:.0} / {:.0} µs", g.step_p50_us, g.step_p99_us),
+                ),
+                (
+                    "  guessed (no mask)",
+                    format!("{}/{}", g.guessed_tokens, g.sampled_tokens),
+                ),
+                (
+                    "  mask p50 / p99",
+                    format!("{:.0} / {:.0} µs", g.mask_p50_us, g.mask_p99_us),
+                ),
+                (
+                    "grammar / decode step",
+                    format!("{:.3}%", g.ratio_to_decode_step * 100.0),
+                ),
+                (
+                    "forced tokens",
+                    format!(
+                        "{}/{} ({:.0}%)",
+                        g.forced_tokens,
+                        g.tokens,
+                        g.forced_share * 100.0
+                    ),
+                ),
+                ("grammar compile", format!("{:.1} ms", g.compile_ms)),
+            ] {
+                row(&mut s, name, value, String::new(), String::new());
+            }
         }
         if let Some(e) = &self.grammar_error {
             let _ = writeln!(s, "grammar: failed: {e}");
