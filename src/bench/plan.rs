@@ -260,12 +260,16 @@ fn global(table: &[(&str, &str)], hf: &str) -> Result<String> {
     )
 }
 
+/// A norm's scale: `len` f32 ones.
+fn norm_scale(name: String, len: usize) -> PlannedTensor {
+    tensor(name, vec![len], GgmlDType::F32, Init::Ones)
+}
+
 fn text_tensors(cfg: &Qwen3VlConfig, format: BenchFormat) -> Result<Vec<PlannedTensor>> {
     let t = &cfg.text;
     let (h, hd, ff) = (t.hidden_size, t.head_dim, t.intermediate_size);
     let q = t.num_attention_heads * hd;
     let kv = t.num_key_value_heads * hd;
-    let f32 = GgmlDType::F32;
     let mat = |name: String, rows: usize, cols: usize, role: TextRole| {
         tensor(
             name,
@@ -286,35 +290,15 @@ fn text_tensors(cfg: &Qwen3VlConfig, format: BenchFormat) -> Result<Vec<PlannedT
     // Per block in the converter's order (tiny-a-f16.gguf), named by checkpoint module.
     for i in 0..t.num_hidden_layers {
         let b = |hf: &str| named(text_layer_gguf(i, hf), hf);
-        out.push(tensor(
-            b("input_layernorm.weight")?,
-            vec![h],
-            f32,
-            Init::Ones,
-        ));
+        out.push(norm_scale(b("input_layernorm.weight")?, h));
         out.push(mat(b("mlp.down_proj.weight")?, h, ff, TextRole::FfnDown(i)));
         out.push(mat(b("mlp.gate_proj.weight")?, ff, h, TextRole::Other));
         out.push(mat(b("mlp.up_proj.weight")?, ff, h, TextRole::Other));
-        out.push(tensor(
-            b("post_attention_layernorm.weight")?,
-            vec![h],
-            f32,
-            Init::Ones,
-        ));
-        out.push(tensor(
-            b("self_attn.k_norm.weight")?,
-            vec![hd],
-            f32,
-            Init::Ones,
-        ));
+        out.push(norm_scale(b("post_attention_layernorm.weight")?, h));
+        out.push(norm_scale(b("self_attn.k_norm.weight")?, hd));
         out.push(mat(b("self_attn.k_proj.weight")?, kv, h, TextRole::Other));
         out.push(mat(b("self_attn.o_proj.weight")?, h, q, TextRole::Other));
-        out.push(tensor(
-            b("self_attn.q_norm.weight")?,
-            vec![hd],
-            f32,
-            Init::Ones,
-        ));
+        out.push(norm_scale(b("self_attn.q_norm.weight")?, hd));
         out.push(mat(b("self_attn.q_proj.weight")?, q, h, TextRole::Other));
         out.push(mat(
             b("self_attn.v_proj.weight")?,
@@ -323,11 +307,9 @@ fn text_tensors(cfg: &Qwen3VlConfig, format: BenchFormat) -> Result<Vec<PlannedT
             TextRole::AttnV(i),
         ));
     }
-    out.push(tensor(
+    out.push(norm_scale(
         global(TEXT_GLOBAL_NAMES, "model.language_model.norm.weight")?,
-        vec![h],
-        f32,
-        Init::Ones,
+        h,
     ));
     if !t.tie_word_embeddings {
         out.push(mat(
@@ -371,9 +353,9 @@ fn mmproj_tensors(cfg: &Qwen3VlConfig) -> Result<Vec<PlannedTensor>> {
         out.push(bias(b("mlp.linear_fc2.bias")?, d));
         out.push(mat(b("mlp.linear_fc2.weight")?, d, ff));
         out.push(bias(b("norm1.bias")?, d));
-        out.push(tensor(b("norm1.weight")?, vec![d], f32, Init::Ones));
+        out.push(norm_scale(b("norm1.weight")?, d));
         out.push(bias(b("norm2.bias")?, d));
-        out.push(tensor(b("norm2.weight")?, vec![d], f32, Init::Ones));
+        out.push(norm_scale(b("norm2.weight")?, d));
     }
     for &layer in &v.deepstack_visual_indexes {
         let b = |hf: &str| named(deepstack_gguf(layer, hf), hf);
@@ -382,19 +364,14 @@ fn mmproj_tensors(cfg: &Qwen3VlConfig) -> Result<Vec<PlannedTensor>> {
         out.push(bias(b("linear_fc2.bias")?, out_h));
         out.push(mat(b("linear_fc2.weight")?, out_h, merged));
         out.push(bias(b("norm.bias")?, merged));
-        out.push(tensor(b("norm.weight")?, vec![merged], f32, Init::Ones));
+        out.push(norm_scale(b("norm.weight")?, merged));
     }
     out.push(bias(top("merger.linear_fc1", "bias")?, merged));
     out.push(mat(top("merger.linear_fc1", "weight")?, merged, merged));
     out.push(bias(top("merger.linear_fc2", "bias")?, out_h));
     out.push(mat(top("merger.linear_fc2", "weight")?, out_h, merged));
     out.push(bias(top("merger.norm", "bias")?, d));
-    out.push(tensor(
-        top("merger.norm", "weight")?,
-        vec![d],
-        f32,
-        Init::Ones,
-    ));
+    out.push(norm_scale(top("merger.norm", "weight")?, d));
     out.push(bias(top("patch_embed.proj", "bias")?, d));
     let patch = vec![d, v.in_channels, v.patch_size, v.patch_size];
     // The Conv3d kernel, one slice per frame; the converter keeps it F32 unless --outtype f16.
@@ -431,6 +408,32 @@ fn params_label(n: usize) -> String {
     }
 }
 
+fn string_value(x: &str) -> Value {
+    Value::String(x.to_string())
+}
+
+/// The `general.*` keys the converter writes first in both files: architecture, file kind,
+/// name and size label (of `params` parameters).
+fn general_metadata(
+    architecture: &str,
+    kind: &str,
+    shape: ModelShape,
+    params: usize,
+) -> Vec<(String, Value)> {
+    vec![
+        ("general.architecture".into(), string_value(architecture)),
+        ("general.type".into(), string_value(kind)),
+        (
+            "general.name".into(),
+            string_value(&format!("sightline-bench-{}", shape.name())),
+        ),
+        (
+            "general.size_label".into(),
+            string_value(&params_label(params)),
+        ),
+    ]
+}
+
 fn text_metadata(
     shape: ModelShape,
     cfg: &Qwen3VlConfig,
@@ -453,16 +456,10 @@ fn text_metadata(
         .map(|&s| Value::I32(s as i32))
         .collect();
     sections.push(Value::I32(0));
-    let s = |x: &str| Value::String(x.to_string());
+    let s = string_value;
     // Keys and order of the converter (tiny-a-f16.gguf), dimensions scaled.
-    Ok(vec![
-        ("general.architecture".into(), s("qwen3vl")),
-        ("general.type".into(), s("model")),
-        (
-            "general.name".into(),
-            s(&format!("sightline-bench-{}", shape.name())),
-        ),
-        ("general.size_label".into(), s(&params_label(params))),
+    let mut metadata = general_metadata("qwen3vl", "model", shape, params);
+    metadata.extend([
         ("qwen3vl.block_count".into(), u32v(t.num_hidden_layers)?),
         (
             "qwen3vl.context_length".into(),
@@ -516,28 +513,23 @@ fn text_metadata(
         ),
         ("tokenizer.ggml.add_bos_token".into(), Value::Bool(false)),
         ("tokenizer.ggml.add_eos_token".into(), Value::Bool(false)),
-    ])
+    ]);
+    Ok(metadata)
 }
 
 fn mmproj_metadata(shape: ModelShape, cfg: &Qwen3VlConfig) -> Result<Vec<(String, Value)>> {
     let v = &cfg.vision;
     let params: usize = mmproj_tensors(cfg)?.iter().map(|p| p.info.elements()).sum();
     let side = v.num_grid_per_side();
-    let s = |x: &str| Value::String(x.to_string());
+    let s = string_value;
     let u = |x: usize| Value::U32(x as u32);
     let half = || Value::Array(vec![Value::F32(0.5); 3]);
     let flags = (0..v.depth)
         .map(|i| Value::Bool(v.deepstack_visual_indexes.contains(&i)))
         .collect();
     // Keys and order of the converter (mmproj-tiny-a-f16.gguf), dimensions scaled.
-    Ok(vec![
-        ("general.architecture".into(), s("clip")),
-        ("general.type".into(), s("mmproj")),
-        (
-            "general.name".into(),
-            s(&format!("sightline-bench-{}", shape.name())),
-        ),
-        ("general.size_label".into(), s(&params_label(params))),
+    let mut metadata = general_metadata("clip", "mmproj", shape, params);
+    metadata.extend([
         ("general.file_type".into(), Value::U32(FTYPE_Q8_0)),
         ("clip.has_vision_encoder".into(), Value::Bool(true)),
         ("clip.vision.projection_dim".into(), u(v.out_hidden_size)),
@@ -567,7 +559,8 @@ fn mmproj_metadata(shape: ModelShape, cfg: &Qwen3VlConfig) -> Result<Vec<(String
             Value::Array(flags),
         ),
         ("general.quantization_version".into(), Value::U32(2)),
-    ])
+    ]);
+    Ok(metadata)
 }
 
 #[cfg(test)]

@@ -76,24 +76,16 @@ fn safetensors_tensors(cfg: &Qwen3VlConfig) -> Vec<PlannedTensor> {
         linear(&mut out, format!("{p}.mlp.linear_fc1"), vff, d);
         linear(&mut out, format!("{p}.mlp.linear_fc2"), d, vff);
     }
-    norm(&mut out, format!("{vp}.merger.norm"), d);
-    linear(&mut out, format!("{vp}.merger.linear_fc1"), merged, merged);
-    linear(
-        &mut out,
-        format!("{vp}.merger.linear_fc2"),
-        v.out_hidden_size,
-        merged,
-    );
+    // A patch merger: a norm of `norm_width` (the main merger normalizes before merging
+    // patches, the DeepStack mergers after), then two linears.
+    let merger = |out: &mut Vec<PlannedTensor>, name: String, norm_width: usize| {
+        norm(out, format!("{name}.norm"), norm_width);
+        linear(out, format!("{name}.linear_fc1"), merged, merged);
+        linear(out, format!("{name}.linear_fc2"), v.out_hidden_size, merged);
+    };
+    merger(&mut out, format!("{vp}.merger"), d);
     for i in 0..v.deepstack_visual_indexes.len() {
-        let p = format!("{vp}.deepstack_merger_list.{i}");
-        norm(&mut out, format!("{p}.norm"), merged);
-        linear(&mut out, format!("{p}.linear_fc1"), merged, merged);
-        linear(
-            &mut out,
-            format!("{p}.linear_fc2"),
-            v.out_hidden_size,
-            merged,
-        );
+        merger(&mut out, format!("{vp}.deepstack_merger_list.{i}"), merged);
     }
     out
 }

@@ -14,6 +14,8 @@ use crate::model::qwen3_vl::{Qwen3VlConfig, TextConfig, VisionConfig};
 pub const QWEN3_VL_VOCAB: usize = 151_936;
 /// The context length every Qwen3-VL checkpoint declares.
 pub const QWEN3_VL_CONTEXT: usize = 262_144;
+/// The text rotary base every Qwen3-VL checkpoint declares (and the tiny-a fixture).
+const QWEN3_VL_ROPE_THETA: f64 = 5_000_000.0;
 
 /// A model shape `sightline bench` can generate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -50,7 +52,7 @@ impl ModelShape {
 
     /// The resolved configuration of this shape (validated).
     pub fn config(self) -> Qwen3VlConfig {
-        // (layers, hidden, heads, kv heads, head_dim, ff, tied, mrope, theta)
+        // (layers, hidden, heads, kv heads, head_dim, ff, tied, mrope, tower)
         let row = SHAPES[self as usize];
         let cfg = Qwen3VlConfig {
             text: TextConfig {
@@ -62,24 +64,24 @@ impl ModelShape {
                 num_key_value_heads: row.kv_heads,
                 head_dim: row.head_dim,
                 rms_norm_eps: 1e-6,
-                rope_theta: row.rope_theta,
+                rope_theta: QWEN3_VL_ROPE_THETA,
                 mrope_section: row.mrope_section,
                 mrope_interleaved: true,
                 tie_word_embeddings: row.tied,
                 max_position_embeddings: QWEN3_VL_CONTEXT,
             },
             vision: VisionConfig {
-                depth: row.v_depth,
-                hidden_size: row.v_hidden,
-                intermediate_size: row.v_ff,
-                num_heads: row.v_heads,
+                depth: row.tower.depth,
+                hidden_size: row.tower.hidden,
+                intermediate_size: row.tower.ff,
+                num_heads: row.tower.heads,
                 patch_size: 16,
                 temporal_patch_size: 2,
                 spatial_merge_size: 2,
                 out_hidden_size: row.hidden,
                 in_channels: 3,
-                num_position_embeddings: row.v_positions,
-                deepstack_visual_indexes: row.deepstack.to_vec(),
+                num_position_embeddings: row.tower.positions,
+                deepstack_visual_indexes: row.tower.deepstack.to_vec(),
                 rope_theta: DEFAULT_VISION_ROPE_THETA,
             },
             image_token_id: DEFAULT_IMAGE_TOKEN_ID,
@@ -121,15 +123,40 @@ struct ShapeRow {
     head_dim: usize,
     ff: usize,
     tied: bool,
-    rope_theta: f64,
     mrope_section: [usize; 3],
-    v_depth: usize,
-    v_hidden: usize,
-    v_ff: usize,
-    v_heads: usize,
-    v_positions: usize,
+    tower: TowerRow,
+}
+
+/// The vision tower of a [`ShapeRow`].
+#[derive(Debug, Clone, Copy)]
+struct TowerRow {
+    depth: usize,
+    hidden: usize,
+    ff: usize,
+    heads: usize,
+    positions: usize,
     deepstack: &'static [usize],
 }
+
+/// The vision tower Qwen3-VL 2B and 4B share.
+const SMALL_TOWER: TowerRow = TowerRow {
+    depth: 24,
+    hidden: 1024,
+    ff: 4096,
+    heads: 16,
+    positions: 2304,
+    deepstack: &[5, 11, 17],
+};
+
+/// The vision tower of Qwen3-VL 8B (transformers' `Qwen3VLVisionConfig` defaults).
+const LARGE_TOWER: TowerRow = TowerRow {
+    depth: 27,
+    hidden: 1152,
+    ff: 4304,
+    heads: 16,
+    positions: 2304,
+    deepstack: &[8, 16, 24],
+};
 
 /// The shape table, indexed by [`ModelShape`] discriminant.
 const SHAPES: [ShapeRow; 4] = [
@@ -142,14 +169,15 @@ const SHAPES: [ShapeRow; 4] = [
         head_dim: 16,
         ff: 64,
         tied: true,
-        rope_theta: 5_000_000.0,
         mrope_section: [2, 3, 3],
-        v_depth: 3,
-        v_hidden: 32,
-        v_ff: 64,
-        v_heads: 2,
-        v_positions: 64,
-        deepstack: &[0, 1],
+        tower: TowerRow {
+            depth: 3,
+            hidden: 32,
+            ff: 64,
+            heads: 2,
+            positions: 64,
+            deepstack: &[0, 1],
+        },
     },
     // Qwen3-VL-2B-Instruct.
     ShapeRow {
@@ -160,14 +188,8 @@ const SHAPES: [ShapeRow; 4] = [
         head_dim: 128,
         ff: 6144,
         tied: true,
-        rope_theta: 5_000_000.0,
         mrope_section: [24, 20, 20],
-        v_depth: 24,
-        v_hidden: 1024,
-        v_ff: 4096,
-        v_heads: 16,
-        v_positions: 2304,
-        deepstack: &[5, 11, 17],
+        tower: SMALL_TOWER,
     },
     // Qwen3-VL-4B-Instruct.
     ShapeRow {
@@ -178,14 +200,8 @@ const SHAPES: [ShapeRow; 4] = [
         head_dim: 128,
         ff: 9728,
         tied: true,
-        rope_theta: 5_000_000.0,
         mrope_section: [24, 20, 20],
-        v_depth: 24,
-        v_hidden: 1024,
-        v_ff: 4096,
-        v_heads: 16,
-        v_positions: 2304,
-        deepstack: &[5, 11, 17],
+        tower: SMALL_TOWER,
     },
     // Qwen3-VL-8B-Instruct.
     ShapeRow {
@@ -196,14 +212,8 @@ const SHAPES: [ShapeRow; 4] = [
         head_dim: 128,
         ff: 12288,
         tied: false,
-        rope_theta: 5_000_000.0,
         mrope_section: [24, 20, 20],
-        v_depth: 27,
-        v_hidden: 1152,
-        v_ff: 4304,
-        v_heads: 16,
-        v_positions: 2304,
-        deepstack: &[8, 16, 24],
+        tower: LARGE_TOWER,
     },
 ];
 

@@ -361,10 +361,7 @@ impl PromptRenderer {
                 String::new(),
             ),
         };
-        let mut screen = self.encode(&format!("{}{before_image}", chat::open(Role::User)))?;
-        if let Some(n) = image_tokens {
-            screen.extend(chat::image_ids(&self.special, n));
-        }
+        let screen = self.user_opening(&before_image, image_tokens)?;
         let task_text = format!("{after_image}{}", chat::answer_for(self.template));
         Ok(FittedTurn {
             view: turn.view.clone(),
@@ -379,12 +376,7 @@ impl PromptRenderer {
     /// Run 2: the user turn's opening, `image_tokens` image pads (none for a text-only
     /// turn) and the view.
     pub fn screen(&self, view: &PlanningView, image_tokens: Option<usize>) -> Result<Vec<u32>> {
-        let mut ids = self.encode(&chat::open(Role::User))?;
-        if let Some(n) = image_tokens {
-            ids.extend(chat::image_ids(&self.special, n));
-        }
-        ids.extend(self.encode(&render_view(view, image_tokens.is_some()))?);
-        Ok(ids)
+        self.screen_ids(&render_view(view, image_tokens.is_some()), image_tokens)
     }
 
     /// Run 3 of `decide_next`.
@@ -491,11 +483,18 @@ impl PromptRenderer {
 
     /// Run 2's tokens for an already rendered view text (from [`render_view`]).
     pub fn screen_ids(&self, view_text: &str, image_tokens: Option<usize>) -> Result<Vec<u32>> {
-        let mut ids = self.encode(&chat::open(Role::User))?;
+        let mut ids = self.user_opening("", image_tokens)?;
+        ids.extend(self.encode(view_text)?);
+        Ok(ids)
+    }
+
+    /// The user turn's opening and `before_image`, encoded as one text (so the tokens are
+    /// those of the whole run), then `image_tokens` image pads (none for a text-only turn).
+    fn user_opening(&self, before_image: &str, image_tokens: Option<usize>) -> Result<Vec<u32>> {
+        let mut ids = self.encode(&format!("{}{before_image}", chat::open(Role::User)))?;
         if let Some(n) = image_tokens {
             ids.extend(chat::image_ids(&self.special, n));
         }
-        ids.extend(self.encode(view_text)?);
         Ok(ids)
     }
 

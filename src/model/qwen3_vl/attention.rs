@@ -174,7 +174,7 @@ fn few_rows_cpu(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::error::Error;
     use crate::model::qwen3_vl::text::causal_mask;
@@ -186,9 +186,15 @@ mod tests {
     /// The direct loop and the matmuls sum the same terms in different orders.
     const FEW_ROWS_ATOL: f32 = 1e-5;
 
-    fn random(rng: &mut rand::rngs::StdRng, shape: &[usize]) -> Result<Tensor> {
+    /// A CPU f32 tensor of `shape` with values drawn uniformly from `-amp..amp` (also
+    /// used by the fused route's tests).
+    pub(in crate::model::qwen3_vl) fn random(
+        rng: &mut rand::rngs::StdRng,
+        shape: &[usize],
+        amp: f32,
+    ) -> Result<Tensor> {
         let n: usize = shape.iter().product();
-        let data: Vec<f32> = (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+        let data: Vec<f32> = (0..n).map(|_| rng.random_range(-amp..amp)).collect();
         Ok(Tensor::from_vec(data, shape, &Device::Cpu)?)
     }
 
@@ -196,9 +202,9 @@ mod tests {
     fn query_chunks_give_the_same_result_as_one_pass() -> Result<()> {
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         let (groups, rep, n, len, hd) = (2, 3, 7, 11, 8);
-        let q = random(&mut rng, &[groups, rep, n, hd])?;
-        let k = random(&mut rng, &[groups, len, hd])?;
-        let v = random(&mut rng, &[groups, len, hd])?;
+        let q = random(&mut rng, &[groups, rep, n, hd], 1.0)?;
+        let k = random(&mut rng, &[groups, len, hd], 1.0)?;
+        let v = random(&mut rng, &[groups, len, hd], 1.0)?;
         let mask = causal_mask(n, len - n, &Device::Cpu)?;
         let whole = matmul_route(&q, &k, &v, Some(&mask), 0.3, usize::MAX)?;
         // One row of scores per chunk.
@@ -219,10 +225,10 @@ mod tests {
     fn few_rows_match_the_matmul_route_on_cache_views() -> Result<()> {
         let mut rng = rand::rngs::StdRng::seed_from_u64(11);
         let (groups, rep, hd, capacity) = (3, 2, 16, 40);
-        let kb = random(&mut rng, &[groups, capacity, hd])?;
-        let vb = random(&mut rng, &[groups, capacity, hd])?;
+        let kb = random(&mut rng, &[groups, capacity, hd], 1.0)?;
+        let vb = random(&mut rng, &[groups, capacity, hd], 1.0)?;
         for (n, len) in [(1, 1), (1, 29), (4, 29)] {
-            let q = random(&mut rng, &[groups, rep, n, hd])?;
+            let q = random(&mut rng, &[groups, rep, n, hd], 1.0)?;
             let (k, v) = (kb.narrow(1, 0, len)?, vb.narrow(1, 0, len)?);
             assert!(!k.is_contiguous());
             let causal = causal_mask(n, len - n, &Device::Cpu)?;
@@ -241,7 +247,7 @@ mod tests {
             }
         }
         // Not CPU f32: the caller takes the matmul route.
-        let q16 = random(&mut rng, &[groups, rep, 1, hd])?.to_dtype(DType::F16)?;
+        let q16 = random(&mut rng, &[groups, rep, 1, hd], 1.0)?.to_dtype(DType::F16)?;
         let k16 = kb.to_dtype(DType::F16)?;
         assert!(few_rows_cpu(cpu::path(), &q16, &k16, &k16, None, 0.25)?.is_none());
         Ok(())
@@ -255,9 +261,9 @@ mod tests {
     fn few_rows_paths_timing() -> Result<()> {
         let mut rng = rand::rngs::StdRng::seed_from_u64(2);
         let (groups, rep, hd, len) = (8, 2, 128, 512);
-        let q = random(&mut rng, &[groups, rep, 1, hd])?;
-        let k = random(&mut rng, &[groups, len, hd])?;
-        let v = random(&mut rng, &[groups, len, hd])?;
+        let q = random(&mut rng, &[groups, rep, 1, hd], 1.0)?;
+        let k = random(&mut rng, &[groups, len, hd], 1.0)?;
+        let v = random(&mut rng, &[groups, len, hd], 1.0)?;
         let timings = crate::cpu::math::best_seconds_per_path(5, |path| -> Result<()> {
             for _layer in 0..28 {
                 few_rows_cpu(path, &q, &k, &v, None, 0.088)?;

@@ -476,6 +476,14 @@ impl Qwen3VlConfig {
         let t = &self.text;
         let v = &self.vision;
         let bad = |msg: String| Err(Error::config(msg));
+        // Both towers' rotary bases must be finite and above 1.
+        let rope_theta_ok = |tower: &str, theta: f64| {
+            if theta > 1.0 && theta.is_finite() {
+                Ok(())
+            } else {
+                bad(format!("{tower} rope_theta {theta} is not a number > 1"))
+            }
+        };
         for (name, val) in [
             ("text vocab_size", t.vocab_size),
             ("text hidden_size", t.hidden_size),
@@ -522,12 +530,7 @@ impl Qwen3VlConfig {
                 t.rms_norm_eps
             ));
         }
-        if !(t.rope_theta > 1.0 && t.rope_theta.is_finite()) {
-            return bad(format!(
-                "text rope_theta {} is not a number > 1",
-                t.rope_theta
-            ));
-        }
+        rope_theta_ok("text", t.rope_theta)?;
         if !v.hidden_size.is_multiple_of(v.num_heads) {
             return bad(format!(
                 "vision hidden_size {} is not a multiple of num_heads {}",
@@ -567,12 +570,7 @@ impl Qwen3VlConfig {
                 v.depth
             ));
         }
-        if !(v.rope_theta > 1.0 && v.rope_theta.is_finite()) {
-            return bad(format!(
-                "vision rope_theta {} is not a number > 1",
-                v.rope_theta
-            ));
-        }
+        rope_theta_ok("vision", v.rope_theta)?;
         if (self.image_token_id as usize) >= t.vocab_size {
             return bad(format!(
                 "image_token_id {} is outside the vocabulary ({})",

@@ -463,6 +463,7 @@ mod tests {
     use super::*;
     use crate::error::Error;
     use crate::model::qwen3_vl::attention::matmul_route;
+    use crate::model::qwen3_vl::attention::tests::random;
     use crate::model::qwen3_vl::text::causal_mask;
     use candle_core::{DType, Device};
     use rand::{Rng, SeedableRng};
@@ -473,12 +474,6 @@ mod tests {
     /// A vector tile against the portable loop: same products, FMA rounding and order
     /// of the sums may differ.
     const TILE_ATOL: f32 = 1e-5;
-
-    fn random(rng: &mut rand::rngs::StdRng, shape: &[usize], amp: f32) -> Result<Tensor> {
-        let n: usize = shape.iter().product();
-        let data: Vec<f32> = (0..n).map(|_| rng.random_range(-amp..amp)).collect();
-        Ok(Tensor::from_vec(data, shape, &Device::Cpu)?)
-    }
 
     fn max_diff(a: &Tensor, b: &Tensor) -> Result<f32> {
         Ok((a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?)

@@ -230,15 +230,10 @@ impl SightlineMcp {
         let mut options = self.shared.config.run.clone();
         options.dry_run |= p.dry_run;
         let seat = self.seat(p.monitor);
-        let (stop, watcher) = stop_on_cancel(ctx.ct.clone().cancelled_owned());
-        let (lines, forwarder) = forward_progress(ctx.peer.clone(), ctx.meta.get_progress_token());
-        let acted = tokio::task::spawn_blocking(move || {
-            let mut observer = ProgressLines(lines);
-            seat.act(&lease, options, stop, &goal, next_move, &mut observer)
+        let acted = on_the_desktop(&ctx, move |stop, observer| {
+            seat.act(&lease, options, stop, &goal, next_move, observer)
         })
         .await;
-        watcher.abort();
-        let _ = forwarder.await;
         match acted {
             Ok(Ok(report)) => Ok(results::acted(&report)),
             Ok(Err(e)) => Ok(failed(format!("act failed: {e}"))),
@@ -279,16 +274,10 @@ impl SightlineMcp {
                 }) as crate::runner::PlannerStats
             }),
         };
-        let (stop, watcher) = stop_on_cancel(ctx.ct.clone().cancelled_owned());
-        let (lines, forwarder) = forward_progress(ctx.peer.clone(), ctx.meta.get_progress_token());
-        let ran = tokio::task::spawn_blocking(move || {
-            let mut observer = ProgressLines(lines);
-            seat.run(&lease, options, stop, job, &mut observer)
+        let ran = on_the_desktop(&ctx, move |stop, observer| {
+            seat.run(&lease, options, stop, job, observer)
         })
         .await;
-        watcher.abort();
-        // Every notification goes out before the result.
-        let _ = forwarder.await;
         match ran {
             Ok(Ok(report)) => Ok(results::ran(&report)),
             Ok(Err(e)) => Ok(failed(format!("the run could not start: {e}"))),
@@ -337,6 +326,23 @@ fn run_options(server: &RunOptions, p: &RunParams) -> RunOptions {
     }
     options.dry_run |= p.dry_run;
     options
+}
+
+/// Runs `job` (an `act` or a `run`) on a blocking thread, with a stop flag set when the call
+/// is cancelled and an observer that sends each progress line as a notification; returns
+/// once every notification has gone out, so that none follows the result.
+async fn on_the_desktop<T: Send + 'static>(
+    ctx: &RequestContext<RoleServer>,
+    job: impl FnOnce(StopFlag, &mut ProgressLines) -> T + Send + 'static,
+) -> std::result::Result<T, tokio::task::JoinError> {
+    let (stop, watcher) = stop_on_cancel(ctx.ct.clone().cancelled_owned());
+    let (lines, forwarder) = forward_progress(ctx.peer.clone(), ctx.meta.get_progress_token());
+    // The observer is dropped when `job` returns, which closes the channel and ends the
+    // forwarder.
+    let done = tokio::task::spawn_blocking(move || job(stop, &mut ProgressLines(lines))).await;
+    watcher.abort();
+    let _ = forwarder.await;
+    done
 }
 
 /// A stop flag set when the call is cancelled (the client's cancel, or its connection
