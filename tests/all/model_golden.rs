@@ -25,8 +25,13 @@ const F16_LOGITS_RTOL: f32 = 1e-2;
 /// with its own f32 output at only 179/182 (tiny-a) and 178/182 (tiny-b) positions
 /// (measured with the fixture venv). Measured here: quantize-at-load 179/182 (tiny-a)
 /// and 175/182 (tiny-b), GGUF Q8_0 tiny-b 175/182 (its matmuls also quantize the
-/// activations, as llama.cpp does). The margin condition below is what pins correctness.
-const Q8_TOP1_MIN_AGREEMENT: f32 = 0.95;
+/// activations, as llama.cpp does). On a CPU whose quantized tier is AVX2, prefill-sized
+/// matmuls widen Q8_0 to f32 instead (no activation rounding), and the near-ties fall the
+/// other way more often: tiny-b 170/182 for both the GGUF and quantize-at-load, tiny-a
+/// 178/182, every flip at a reference margin under 0.8% (measured on a Zen 3 EPYC VM).
+/// The count moves by several positions with any change of rounding; the margin condition
+/// below is what pins correctness.
+const Q8_TOP1_MIN_AGREEMENT: f32 = 0.92;
 /// Q8_0: a top-1 disagreement is tolerated only where the reference's top-1 margin is
 /// at most this share of the row's max |logit|.
 const Q8_NOISE_MARGIN: f32 = 0.01;

@@ -265,3 +265,37 @@ impl Linear {
 fn is_float(dtype: GgmlDType) -> bool {
     matches!(dtype, GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    /// Max |a - b| over max |b|.
+    fn rel(a: &Tensor, b: &Tensor) -> anyhow::Result<f32> {
+        let diff = (a - b)?.abs()?.max_all()?.to_scalar::<f32>()?;
+        Ok(diff / b.abs()?.max_all()?.to_scalar::<f32>()?)
+    }
+
+    /// A Q8_0 matrix on many rows gives the product with its dequantized values: exactly
+    /// that product where it is widened (an AVX2-tier CPU), within the rounding of the
+    /// activations to 8 bits where candle's int8 kernels run; on few rows candle's kernels
+    /// run everywhere.
+    #[test]
+    fn many_rows_of_a_q8_0_matrix_give_the_product_with_its_values() -> anyhow::Result<()> {
+        let (n, k) = (96, 256);
+        let w = Tensor::randn(0f32, 1.0, (n, k), &Device::Cpu)?;
+        let q = QTensor::quantize(&w, GgmlDType::Q8_0)?;
+        let exact_w = q.dequantize(&Device::Cpu)?;
+        let layer = Linear::new(QMatMul::QTensor(Arc::new(q)), None, DType::F32);
+        for m in [1, WIDEN_FROM_ROWS - 1, WIDEN_FROM_ROWS, 3 * WIDEN_FROM_ROWS] {
+            let x = Tensor::randn(0f32, 1.0, (m, k), &Device::Cpu)?;
+            let exact = x.matmul(&exact_w.t()?)?;
+            let r = rel(&layer.forward(&x)?, &exact)?;
+            let widened = m >= WIDEN_FROM_ROWS && rows8::kernel() == Some(rows8::Kernel::Avx2);
+            let tolerance = if widened { 1e-5 } else { 2e-2 };
+            anyhow::ensure!(r <= tolerance, "m={m}: rel {r} (widened: {widened})");
+        }
+        Ok(())
+    }
+}
