@@ -341,6 +341,21 @@ fn mmproj_tensors(cfg: &Qwen3VlConfig) -> Result<Vec<PlannedTensor>> {
     let top = |hf: &str, suffix: &str| -> Result<String> {
         Ok(format!("{}.{suffix}", global(VISION_GLOBAL_NAMES, hf)?))
     };
+    // A patch merger (the main one or a DeepStack one) in the converter's order: its two
+    // linear layers and its norm of `norm_len`; `name(module, param)` is the GGUF name of
+    // the checkpoint's `module.param` (`linear_fc1.weight`, ...).
+    let merger = |name: &dyn Fn(&str, &str) -> Result<String>,
+                  norm_len: usize|
+     -> Result<Vec<PlannedTensor>> {
+        Ok(vec![
+            bias(name("linear_fc1", "bias")?, merged),
+            mat(name("linear_fc1", "weight")?, merged, merged),
+            bias(name("linear_fc2", "bias")?, out_h),
+            mat(name("linear_fc2", "weight")?, out_h, merged),
+            bias(name("norm", "bias")?, norm_len),
+            norm_scale(name("norm", "weight")?, norm_len),
+        ])
+    };
     let mut out = Vec::new();
     for i in 0..v.depth {
         let b = |hf: &str| named(vision_block_gguf(i, hf), hf);
@@ -358,20 +373,16 @@ fn mmproj_tensors(cfg: &Qwen3VlConfig) -> Result<Vec<PlannedTensor>> {
         out.push(norm_scale(b("norm2.weight")?, d));
     }
     for &layer in &v.deepstack_visual_indexes {
-        let b = |hf: &str| named(deepstack_gguf(layer, hf), hf);
-        out.push(bias(b("linear_fc1.bias")?, merged));
-        out.push(mat(b("linear_fc1.weight")?, merged, merged));
-        out.push(bias(b("linear_fc2.bias")?, out_h));
-        out.push(mat(b("linear_fc2.weight")?, out_h, merged));
-        out.push(bias(b("norm.bias")?, merged));
-        out.push(norm_scale(b("norm.weight")?, merged));
+        let name = |module: &str, param: &str| {
+            let hf = format!("{module}.{param}");
+            named(deepstack_gguf(layer, &hf), &hf)
+        };
+        out.extend(merger(&name, merged)?);
     }
-    out.push(bias(top("merger.linear_fc1", "bias")?, merged));
-    out.push(mat(top("merger.linear_fc1", "weight")?, merged, merged));
-    out.push(bias(top("merger.linear_fc2", "bias")?, out_h));
-    out.push(mat(top("merger.linear_fc2", "weight")?, out_h, merged));
-    out.push(bias(top("merger.norm", "bias")?, d));
-    out.push(norm_scale(top("merger.norm", "weight")?, d));
+    out.extend(merger(
+        &|module, param| top(&format!("merger.{module}"), param),
+        d,
+    )?);
     out.push(bias(top("patch_embed.proj", "bias")?, d));
     let patch = vec![d, v.in_channels, v.patch_size, v.patch_size];
     // The Conv3d kernel, one slice per frame; the converter keeps it F32 unless --outtype f16.
