@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use crate::decode_support::{env, ids, scripted, view};
+use crate::decode_support::{env, ids, scripted, short_limits, view};
 use anyhow::{bail, ensure, Context, Result};
 use cel_contracts::{NextMove, PlannedAction};
 use sightline::decode::{
@@ -137,13 +137,7 @@ fn random_logits_always_decode_to_valid_moves_on_screen() -> Result<()> {
     let cases = cases();
     // Tight string bounds keep random-logit runs short; `decode_rules` pins the
     // default bounds. Everything else is the default grammar.
-    let limits = MoveLimits {
-        sentence_tokens: 6,
-        text_tokens: 8,
-        data_string_tokens: 4,
-        data_entries: 3,
-        ..MoveLimits::default()
-    };
+    let limits = short_limits();
     let prompt = env().tokenize("<|im_start|>assistant\n");
     let mut compiled = Vec::with_capacity(cases.len());
     for case in &cases {
@@ -224,13 +218,7 @@ fn random_logits_always_decode_to_valid_moves_on_screen() -> Result<()> {
 /// occur, or the comparison proves little.
 #[test]
 fn guessing_first_decodes_the_tokens_every_mask_would() -> Result<()> {
-    let limits = MoveLimits {
-        sentence_tokens: 6,
-        text_tokens: 8,
-        data_string_tokens: 4,
-        data_entries: 3,
-        ..MoveLimits::default()
-    };
+    let limits = short_limits();
     let ids = ids(50, true);
     let options = GrammarOptions {
         limits,

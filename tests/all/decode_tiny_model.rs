@@ -3,14 +3,13 @@
 
 use std::path::Path;
 
-use crate::decode_support::{env, ids, view};
+use crate::decode_support::{env, ids, short_limits, view};
 use anyhow::{ensure, Result};
 use sightline::decode::{
     decode_move, DecodeOptions, Grammar, GrammarEngine, GrammarOptions, MoveSpec, Sampling,
 };
 use sightline::image::{preprocess_bytes, PreprocessConfig};
 use sightline::model::weights::{LoadOptions, ModelSource};
-use sightline::moves::MoveLimits;
 use sightline::{Qwen3Vl, VisionLanguageModel};
 
 const RUNS: u64 = 100;
@@ -31,13 +30,7 @@ fn sampled_moves_from_the_tiny_model_are_always_valid_and_on_screen() -> Result<
     let first = model.feed(&prompt, &[image])?;
 
     // Short strings keep 100 runs quick; the grammar is otherwise the default one.
-    let limits = MoveLimits {
-        sentence_tokens: 6,
-        text_tokens: 8,
-        data_string_tokens: 4,
-        data_entries: 3,
-        ..MoveLimits::default()
-    };
+    let limits = short_limits();
     let views = [
         view(&ids(0, false), &[]),
         view(&ids(50, true), &["native_input", "cdp"]),

@@ -15,7 +15,7 @@ use sightline::model::scripted::{LogitProfile, Script};
 use sightline::moves::{Dialect, MoveLimits};
 use sightline::VisionLanguageModel;
 
-use crate::decode_support::{env, ids, scripted, view};
+use crate::decode_support::{env, ids, scripted, short_limits, view};
 
 /// The special tokens a dialect's answer is spelled with.
 const SPECIAL_TAGS: [&str; 3] = ["<tool_call>", "</tool_call>", "</think>"];
@@ -302,12 +302,8 @@ fn random_logits_in_every_dialect_and_template_translate_to_moves_the_view_allow
         // Short free text keeps the runs quick; the bounds are what is under test.
         let options = GrammarOptions {
             limits: MoveLimits {
-                sentence_tokens: 6,
-                text_tokens: 8,
-                data_string_tokens: 4,
-                data_entries: 3,
                 thought_tokens: 5,
-                ..MoveLimits::default()
+                ..short_limits()
             },
             ..GrammarOptions::default()
         };

@@ -12,6 +12,7 @@ use cel_contracts::{
 };
 use sightline::decode::TokenEnv;
 use sightline::model::scripted::{Script, ScriptedModel};
+use sightline::moves::MoveLimits;
 use sightline::tokenizer::load_tokenizer;
 
 /// Qwen's logits width (wider than its 151,669-token tokenizer).
@@ -62,6 +63,18 @@ pub fn steered(target: &str) -> Result<(ScriptedModel, candle_core::Tensor)> {
     })?;
     let logits = sightline::VisionLanguageModel::feed(&mut model, &prompt, &[])?;
     Ok((model, logits))
+}
+
+/// Tight string bounds that keep many decoding runs short; everything else is the
+/// default grammar's (`decode_rules` pins the default bounds).
+pub fn short_limits() -> MoveLimits {
+    MoveLimits {
+        sentence_tokens: 6,
+        text_tokens: 8,
+        data_string_tokens: 4,
+        data_entries: 3,
+        ..MoveLimits::default()
+    }
 }
 
 /// A planning view with these element ids and capability ids.
