@@ -12,8 +12,8 @@ use cel_contracts::{DoneVerdict, GoalOutcome, PlanProducer, Step, StepResult};
 use sightline::exit_code;
 use sightline::planner::LocalPlanner;
 use sightline::runner::{
-    describe_action, ConfirmPrompt, EndReason, Grants, PlannerStats, ReplayPlanner, RunObserver,
-    RunOptions, RunReport, Runner, StopFlag, TerminalPrompt, XDesktop,
+    describe_action, step_line, ConfirmPrompt, EndReason, Grants, PlannerStats, ReplayPlanner,
+    RunObserver, RunOptions, RunReport, Runner, StopFlag, TerminalPrompt, XDesktop,
 };
 use sightline::settings::{ModelArgs, RunBudgetArgs};
 
@@ -209,21 +209,12 @@ impl RunObserver for LinePrinter<'_> {
     }
 
     fn on_step(&mut self, step: &Step, attempt: u32, result: &StepResult) {
-        let retry = if attempt > 1 {
-            format!(" (attempt {attempt})")
-        } else {
-            String::new()
-        };
-        let what = describe_action(&step.action);
-        let line = match result {
-            StepResult::Ok { data, .. } if data.get("dry_run").is_some() => {
-                format!("  dry-run  {what} -- {}", step.purpose)
-            }
-            StepResult::Ok { .. } => format!("  ok       {what} -- {}{retry}", step.purpose),
-            StepResult::Err { message, .. } => {
-                format!("  error    {what} -- {}{retry}: {message}", step.purpose)
-            }
-        };
+        let line = step_line(
+            step,
+            attempt,
+            result,
+            ["  dry-run  ", "  ok       ", "  error    "],
+        );
         let _ = writeln!(self.out, "{line}");
     }
 

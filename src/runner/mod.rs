@@ -87,7 +87,7 @@ use serde_json::{json, Value};
 pub use act::ActReport;
 pub use capture::{list_monitors, Capture, MonitorInfo, ScreenCapturer};
 pub use coords::{InputPoint, ScreenGeometry};
-pub use describe::{action_type, describe_action};
+pub use describe::{action_type, describe_action, step_line};
 pub use desktop::{
     capture_elements, element_facts, Desktop, ElementClick, ElementResolver, ElementTarget,
     TargetResolver, XDesktop, XyResolver,

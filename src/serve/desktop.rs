@@ -16,7 +16,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::error::Result;
 use crate::runner::{
-    capture_elements, describe_action, desktop_view, ActReport, Desktop, ElementTable,
+    capture_elements, describe_action, desktop_view, step_line, ActReport, Desktop, ElementTable,
     PlannerStats, RunObserver, RunOptions, RunReport, Runner, ScriptedPrompt, StopFlag, XDesktop,
 };
 
@@ -205,22 +205,12 @@ impl RunObserver for ProgressLines {
     }
 
     fn on_step(&mut self, step: &Step, attempt: u32, result: &StepResult) {
-        let what = describe_action(&step.action);
-        let retry = if attempt > 1 {
-            format!(" (attempt {attempt})")
-        } else {
-            String::new()
-        };
-        let line = match result {
-            StepResult::Ok { data, .. } if data.get("dry_run").is_some() => {
-                format!("dry run: {what} -- {}", step.purpose)
-            }
-            StepResult::Ok { .. } => format!("ok: {what} -- {}{retry}", step.purpose),
-            StepResult::Err { message, .. } => {
-                format!("error: {what} -- {}{retry}: {message}", step.purpose)
-            }
-        };
-        let _ = self.0.send(line);
+        let _ = self.0.send(step_line(
+            step,
+            attempt,
+            result,
+            ["dry run: ", "ok: ", "error: "],
+        ));
     }
 
     fn on_refusal(&mut self, step: &Step, message: &str) {
