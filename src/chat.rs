@@ -10,10 +10,7 @@
 //! its pads are pushed as ids ([`image_ids`]), and shown in prompts written for people as one
 //! placeholder ([`image_placeholder`]).
 
-use std::fmt;
-use std::str::FromStr;
-
-use crate::error::{Error, Result};
+use crate::named_text::named_text;
 use crate::tokenizer::SpecialTokens;
 
 /// The token that opens a Thinking variant's reasoning (one added token in Qwen3's vocabulary).
@@ -51,36 +48,7 @@ impl Template {
     }
 }
 
-impl fmt::Display for Template {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Template {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self> {
-        Template::ALL
-            .iter()
-            .copied()
-            .find(|t| t.name() == s.trim())
-            .ok_or_else(|| {
-                let names: Vec<&str> = Template::ALL.iter().map(|t| t.name()).collect();
-                Error::invalid_input(format!(
-                    "unknown chat template {s:?}; known: {}",
-                    names.join(", ")
-                ))
-            })
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Template {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
+named_text!(Template, "chat template");
 
 /// Who speaks a turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,6 +136,7 @@ pub fn image_placeholder(n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Result;
 
     #[test]
     fn a_user_turn_then_the_answer_opening_is_qwens_chatml() {
@@ -199,5 +168,22 @@ mod tests {
         );
         assert!("qwen3-vl-think".parse::<Template>().is_err());
         Ok(())
+    }
+
+    #[test]
+    fn template_names_round_trip_and_an_unknown_one_lists_the_known() {
+        for t in Template::ALL {
+            assert_eq!(format!(" {t} ").parse::<Template>().ok(), Some(*t));
+            let json = serde_json::Value::String(t.name().into());
+            assert_eq!(serde_json::from_value::<Template>(json).ok(), Some(*t));
+        }
+        let known: Vec<&str> = Template::ALL.iter().map(|t| t.name()).collect();
+        assert_eq!(
+            "x".parse::<Template>().err().map(|e| e.to_string()),
+            Some(format!(
+                "invalid input: unknown chat template \"x\"; known: {}",
+                known.join(", ")
+            ))
+        );
     }
 }

@@ -85,6 +85,7 @@ pub mod input_file;
 pub mod kernels;
 pub mod model;
 pub mod moves;
+mod named_text;
 pub mod planner;
 #[cfg(feature = "desktop")]
 pub mod runner;

@@ -29,10 +29,8 @@ pub mod computer_use;
 pub mod grounding;
 mod py_json;
 
-use std::fmt;
-use std::str::FromStr;
-
 use crate::error::{Error, Result};
+use crate::named_text::named_text;
 
 pub use py_json::python_json;
 
@@ -113,36 +111,7 @@ impl Dialect {
     }
 }
 
-impl fmt::Display for Dialect {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Dialect {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self> {
-        Dialect::ALL
-            .iter()
-            .copied()
-            .find(|d| d.name() == s.trim())
-            .ok_or_else(|| {
-                let names: Vec<&str> = Dialect::ALL.iter().map(|d| d.name()).collect();
-                Error::invalid_input(format!(
-                    "unknown action dialect {s:?}; known: {}",
-                    names.join(", ")
-                ))
-            })
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Dialect {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
+named_text!(Dialect, "action dialect");
 
 /// An answer that is not in its dialect, or that has no `NextMove` equivalent: an
 /// [`Error::Decode`] carrying the text, as for a JSON move that does not parse.
@@ -172,5 +141,22 @@ mod tests {
         };
         assert!(err.contains("qwen-computer-use-action"), "{err}");
         Ok(())
+    }
+
+    #[test]
+    fn dialect_names_round_trip_and_an_unknown_one_lists_the_known() {
+        for d in Dialect::ALL {
+            assert_eq!(format!(" {d} ").parse::<Dialect>().ok(), Some(*d));
+            let json = serde_json::Value::String(d.name().into());
+            assert_eq!(serde_json::from_value::<Dialect>(json).ok(), Some(*d));
+        }
+        let known: Vec<&str> = Dialect::ALL.iter().map(|d| d.name()).collect();
+        assert_eq!(
+            "x".parse::<Dialect>().err().map(|e| e.to_string()),
+            Some(format!(
+                "invalid input: unknown action dialect \"x\"; known: {}",
+                known.join(", ")
+            ))
+        );
     }
 }
