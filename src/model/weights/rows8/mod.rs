@@ -287,6 +287,11 @@ unsafe fn group_dot_on<B: Kernels>(
     }
 }
 
+/// Bytes of quantized activation rows taken against every row group before the next
+/// rows: they stay in L2 (512 KiB to 2 MiB a core on the CPUs the kernels run on) beside
+/// the group being read.
+const ACTIVATION_RUN_BYTES: usize = 256 << 10;
+
 /// `xs @ wᵀ` for each matrix of `mats` (all with `k` columns) and `m` rows of `xs`
 /// (row-major `m × k` f32): one `m × n` output per matrix. The rows are quantized once
 /// and every matrix runs in one parallel region (the decode step's q/k/v and gate/up).
@@ -324,36 +329,42 @@ pub(crate) fn matmul(mats: &[&Rows8], xs: &[f32], m: usize) -> Result<Vec<Vec<f3
 
     let mut outs: Vec<Vec<f32>> = mats.iter().map(|w| vec![0f32; m * w.n]).collect();
     let out_ptrs: Vec<SendPtr<f32>> = outs.iter_mut().map(|o| SendPtr(o.as_mut_ptr())).collect();
-    // Work items: (matrix, row group) major, activation tile minor, so a worker walking
-    // a range keeps one group's weights in cache across the tiles.
-    let tiles = m.div_ceil(TILE);
-    let mut first_item = vec![0usize];
-    let mut items = 0;
+    // Work items: runs of activation rows whose quantized blocks stay in L2 (the outer
+    // order), and within a run every (matrix, row group), each taking the run's tiles
+    // with the group's weights in L1. Over all activation rows at once, a 2,666-token
+    // prefill streamed its 10 MB of activation blocks from L3 for every row group.
+    let run_rows =
+        (ACTIVATION_RUN_BYTES / (kb * std::mem::size_of::<Q8Block>()) / TILE).max(1) * TILE;
+    let runs = m.div_ceil(run_rows);
+    let mut first_group = vec![0usize];
+    let mut groups = 0;
     for w in mats {
-        items += w.n / ROWS * tiles;
-        first_item.push(items);
+        groups += w.n / ROWS;
+        first_group.push(groups);
     }
     let lhs = &lhs;
-    pool.execute_chunked(items, |range| {
+    pool.execute_chunked(runs * groups, |range| {
         for item in range {
-            let mat = first_item.partition_point(|&f| f <= item) - 1;
+            let (run, group) = (item / groups, item % groups);
+            let mat = first_group.partition_point(|&f| f <= group) - 1;
             let (w, out) = (mats[mat], out_ptrs[mat]);
-            let local = item - first_item[mat];
-            let (g, tile) = (local / tiles, local % tiles);
-            let row0 = tile * TILE;
-            let count = TILE.min(m - row0);
-            let rows: [&[Q8Block]; TILE] = std::array::from_fn(|i| {
-                let row = row0 + i.min(count - 1);
-                &lhs[row * kb..(row + 1) * kb]
-            });
-            let mut dst = [[0f32; ROWS]; TILE];
-            // SAFETY: every matrix's family runs on this CPU (checked above).
-            unsafe { w.group_dot(g, &rows, count, &mut dst) };
-            for (i, vals) in dst.iter().take(count).enumerate() {
-                // SAFETY: this item alone writes columns 8g..8g+8 of rows row0..row0+count.
-                unsafe {
-                    let at = out.get().add((row0 + i) * w.n + g * ROWS);
-                    std::ptr::copy_nonoverlapping(vals.as_ptr(), at, ROWS);
+            let g = group - first_group[mat];
+            let run_end = m.min((run + 1) * run_rows);
+            for row0 in (run * run_rows..run_end).step_by(TILE) {
+                let count = TILE.min(run_end - row0);
+                let rows: [&[Q8Block]; TILE] = std::array::from_fn(|i| {
+                    let row = row0 + i.min(count - 1);
+                    &lhs[row * kb..(row + 1) * kb]
+                });
+                let mut dst = [[0f32; ROWS]; TILE];
+                // SAFETY: every matrix's family runs on this CPU (checked above).
+                unsafe { w.group_dot(g, &rows, count, &mut dst) };
+                for (i, vals) in dst.iter().take(count).enumerate() {
+                    // SAFETY: this item alone writes columns 8g..8g+8 of its run's rows.
+                    unsafe {
+                        let at = out.get().add((row0 + i) * w.n + g * ROWS);
+                        std::ptr::copy_nonoverlapping(vals.as_ptr(), at, ROWS);
+                    }
                 }
             }
         }
@@ -406,7 +417,8 @@ mod tests {
     fn every_row_count_matches_candles_quantized_matmul() -> anyhow::Result<()> {
         let dev = Device::Cpu;
         // Shapes of the 2B model's projections (n scaled down), one block and several;
-        // row counts covering one row, a partial tile, whole tiles and a remainder.
+        // row counts covering one row, a partial tile, whole tiles and a remainder, and
+        // more rows than one run of activation rows holds.
         for (kernel, dtype) in families_and_types() {
             for (seed, (n, k)) in [(1u64, (64, 256)), (2, (96, 2048)), (3, (48, 768))] {
                 let w = Tensor::from_vec(weights(seed, n, k), (n, k), &dev)?;
@@ -414,7 +426,9 @@ mod tests {
                 // candle's own quantized matmul: GGML's dot products on the stored
                 // blocks, or its repacked tiles, whichever this CPU takes.
                 let reference = QMatMul::from_qtensor(QTensor::quantize(&w, dtype)?)?;
-                for m in [1usize, 2, 3, 4, 5, 9] {
+                // 150 rows of 2,048 columns: three runs of activation rows, the last
+                // one short.
+                for m in [1usize, 2, 3, 4, 5, 9, 150] {
                     let x = weights(seed + 100 + m as u64, m, k);
                     let ours = matmul(&[&rows8], &x, m)?.remove(0);
                     let xs = Tensor::from_vec(x, (m, k), &dev)?;
@@ -524,6 +538,41 @@ mod tests {
                 "{kernel:?} {dtype:?}: one row {dram:.1} GB/s from memory, {cached:.1} GB/s \
                  from L2; in CPU time from L2, one row {one:.1} GB/s, four rows {four:.1} GB/s"
             );
+        }
+        Ok(())
+    }
+
+    /// A prefill-sized matmul (512 activation rows against a 2,048 × 2,048 matrix, the 2B
+    /// model's attention output) in billions of operations per second of this thread's
+    /// CPU time (a multiply-add counts two): the kernels' speed where the tiles, not the
+    /// memory, bound them. Run optimized with `CANDLE_NUM_THREADS=1 --ignored --nocapture`.
+    #[test]
+    #[ignore = "measurement"]
+    fn rows8_prefill_timing() -> anyhow::Result<()> {
+        let dev = Device::Cpu;
+        let (m, n, k) = (2048, 2048, 2048);
+        for (kernel, dtype) in families_and_types() {
+            let w = laid_out(
+                &Tensor::from_vec(weights(21, n, k), (n, k), &dev)?,
+                dtype,
+                kernel,
+            )?;
+            let xs = weights(22, m, k);
+            let mut best = f64::INFINITY;
+            for _ in 0..3 {
+                let mut failed = None;
+                let secs = crate::cpu::math::thread_cpu_seconds(|| {
+                    if let Err(e) = matmul(&[&w], &xs, m) {
+                        failed = Some(e);
+                    }
+                });
+                if let Some(e) = failed {
+                    return Err(e.into());
+                }
+                best = best.min(secs);
+            }
+            let gops = 2.0 * (m * n * k) as f64 / best / 1e9;
+            println!("{kernel:?} {dtype:?}: {m} rows × {n}×{k}: {gops:.1} GOP/s of CPU time");
         }
         Ok(())
     }
