@@ -81,6 +81,9 @@ pub struct MachineReport {
     /// The eight-row kernels Q4_K and Q6_K matmuls run on instead of candle's, when this
     /// CPU has them (`AVX2` or `AVX-512 VNNI`).
     pub q4k_q6k_kernels: Option<String>,
+    /// Rows from which products with the other quantized types run widened to f32
+    /// instead of on candle's kernels (where the quantized tier is AVX2).
+    pub other_types_widened_from_rows: Option<usize>,
     /// Warnings about the build against this CPU: a forced path the CPU lacks, features
     /// the CPU has that nothing in this build uses.
     pub build_warnings: Vec<String>,
@@ -151,6 +154,7 @@ impl MachineReport {
             kernel_path_forced: selection.requested.clone(),
             candle_quantized_kernels: cpu::candle_quantized_level().to_string(),
             q4k_q6k_kernels: crate::model::weights::eight_row_kernels().map(str::to_string),
+            other_types_widened_from_rows: crate::model::weights::other_types_widened_from_rows(),
             build_warnings,
         }
     }
@@ -460,8 +464,12 @@ impl BenchReport {
             },
             match &mc.q4k_q6k_kernels {
                 Some(k) => format!(
-                    "Q4_K/Q6_K on Sightline's eight-row {k} kernels, other types candle's {}",
-                    mc.candle_quantized_kernels
+                    "Q4_K/Q6_K on Sightline's eight-row {k} kernels, other types candle's {}{}",
+                    mc.candle_quantized_kernels,
+                    match mc.other_types_widened_from_rows {
+                        Some(rows) => format!(" (widened to f32 from {rows} rows)"),
+                        None => String::new(),
+                    }
                 ),
                 None => format!("candle's {}", mc.candle_quantized_kernels),
             }

@@ -1,6 +1,8 @@
 //! [`Linear`]: a matrix (quantized or float) and an optional bias, applied through candle's
 //! [`QMatMul`], or on CPUs whose quantized tier is AVX2 or AVX-512 VNNI, Q4_K and Q6_K
-//! matrices through the eight-row layouts of `rows8/`.
+//! matrices through the eight-row layouts of `rows8/`. Float matrices stored at half
+//! precision, and on the AVX2 tier other quantized matrices applied to many rows, are
+//! widened for the call (see [`WIDEN_FROM_ROWS`]).
 
 use std::sync::Arc;
 
@@ -144,24 +146,14 @@ impl Linear {
                 })? {
                     return self.add_bias(ys);
                 }
-                let w = q.dequantize(xs.device())?.to_dtype(xs.dtype())?;
-                let ys = QMatMul::Tensor(w).forward(xs)?;
-                if let Some(pages) = &self.pages {
-                    pages.release();
-                }
-                ys
+                self.widened_forward(q, xs, xs.dtype())?
             }
             QMatMul::QTensor(_) if self.rows8.is_some() => {
                 return Ok(Self::rows8_forward(&[self], xs)?.remove(0))
             }
-            QMatMul::QTensor(q) if widens(q, rows(xs), xs.device().is_cpu()) => {
-                let w = q.dequantize(xs.device())?;
-                let ys = QMatMul::Tensor(w).forward(&xs.to_dtype(DType::F32)?)?;
-                if let Some(pages) = &self.pages {
-                    pages.release();
-                }
-                ys.to_dtype(self.dtype)?
-            }
+            QMatMul::QTensor(q) if widens(q, rows(xs), xs.device().is_cpu()) => self
+                .widened_forward(q, xs, DType::F32)?
+                .to_dtype(self.dtype)?,
             QMatMul::QTensor(_) => self.quantized_forward(xs)?,
             // Half-precision weights kept as stored on the CPU: widened for this call.
             QMatMul::Tensor(w) if w.dtype() != xs.dtype() => {
@@ -173,6 +165,17 @@ impl Linear {
             _ => self.weight.forward(xs)?,
         };
         self.add_bias(ys)
+    }
+
+    /// `xs @ qᵀ` in `dtype` with `q` widened to it for this call; a mapped matrix's pages
+    /// are dropped after it, so the matrix is resident only while it is in use.
+    fn widened_forward(&self, q: &QTensor, xs: &Tensor, dtype: DType) -> Result<Tensor> {
+        let w = q.dequantize(xs.device())?.to_dtype(dtype)?;
+        let ys = QMatMul::Tensor(w).forward(&xs.to_dtype(dtype)?)?;
+        if let Some(pages) = &self.pages {
+            pages.release();
+        }
+        Ok(ys)
     }
 
     fn add_bias(&self, ys: Tensor) -> Result<Tensor> {

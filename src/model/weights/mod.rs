@@ -57,6 +57,12 @@ pub fn eight_row_kernels() -> Option<&'static str> {
     rows8::kernel().map(rows8::Kernel::label)
 }
 
+/// The rows from which products with other quantized types are widened to f32 here
+/// (where the quantized tier is AVX2), if they are.
+pub fn other_types_widened_from_rows() -> Option<usize> {
+    (rows8::kernel() == Some(rows8::Kernel::Avx2)).then_some(linear::WIDEN_FROM_ROWS)
+}
+
 /// A tensor as stored in a checkpoint.
 pub(crate) enum Stored {
     Float(Tensor),
