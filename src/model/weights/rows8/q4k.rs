@@ -92,7 +92,7 @@ pub(super) fn interleave(kernel: Kernel, rows: [&[u8]; ROWS]) -> Block {
 
 /// The AVX2 and AVX-VNNI kernel ([`Body256`]): per sub-block, the step's sums of a row's
 /// 32 products (AVX2: in two 16-bit lanes, at most 16·15·127 = 30,480 each; AVX-VNNI: in
-/// one 32-bit lane), times the sub-block's scale; the mins folded in per sub-block pair.
+/// one 32-bit lane), times the sub-block's scale; the mins folded in once per block.
 #[cfg(target_arch = "x86_64")]
 impl Body256 for Block {
     #[inline(always)]
@@ -107,55 +107,65 @@ impl Body256 for Block {
         unsafe {
             let m4 = _mm256_set1_epi8(0x0F);
             let mut acc = [_mm256_setzero_ps(); R];
-            let mut acc_min = [_mm256_setzero_ps(); R];
             for (b, blk) in w.iter().enumerate() {
-                let d = _mm256_cvtph_ps(_mm_loadu_si128(blk.d.as_ptr().cast()));
-                let dmin = _mm256_cvtph_ps(_mm_loadu_si128(blk.dmin.as_ptr().cast()));
                 let mut sums = [_mm256_setzero_si256(); R];
-                let mut min_sums = [_mm256_setzero_si256(); R];
                 for p in 0..4 {
                     super::shared::prefetch_ahead(blk, p);
+                    // One sub-block of each row at a time (2p from the low nibbles, 2p + 1
+                    // from the high ones), so the R accumulators, the block's sums and the
+                    // running totals fit in the 16 registers at R = 4 (the two sub-blocks
+                    // together, with the mins, spilled); the nibble bytes are re-read
+                    // from L1 instead.
                     let sc = _mm_loadu_si128(blk.scales.as_ptr().add(16 * p).cast());
-                    let [sc_lo, sc_hi] = D::widen_u8_scales(sc);
-                    let mins =
-                        _mm256_cvtepu8_epi16(_mm_loadu_si128(blk.mins.as_ptr().add(16 * p).cast()));
-                    let mut lo_acc = [_mm256_setzero_si256(); R];
-                    let mut hi_acc = [_mm256_setzero_si256(); R];
-                    for t in 0..8 {
-                        let raw = _mm256_load_si256(blk.qs.as_ptr().add(256 * p + 32 * t).cast());
-                        let lo = _mm256_and_si256(raw, m4);
-                        let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(raw), m4);
+                    for (high_nibbles, scale) in
+                        [false, true].into_iter().zip(D::widen_u8_scales(sc))
+                    {
+                        let mut part = [_mm256_setzero_si256(); R];
+                        for t in 0..8 {
+                            let raw =
+                                _mm256_load_si256(blk.qs.as_ptr().add(256 * p + 32 * t).cast());
+                            let q = if high_nibbles {
+                                _mm256_and_si256(_mm256_srli_epi16::<4>(raw), m4)
+                            } else {
+                                _mm256_and_si256(raw, m4)
+                            };
+                            let at = 64 * p + 32 * usize::from(high_nibbles) + 4 * t;
+                            for i in 0..R {
+                                let x = rows[i][b].qs.as_ptr().add(at).cast::<i32>();
+                                part[i] =
+                                    D::dot4(part[i], q, _mm256_set1_epi32(x.read_unaligned()));
+                            }
+                        }
                         for i in 0..R {
-                            let x = rows[i][b].qs.as_ptr().add(64 * p + 4 * t);
-                            let x_lo = _mm256_set1_epi32(x.cast::<i32>().read_unaligned());
-                            let x_hi = _mm256_set1_epi32(x.add(32).cast::<i32>().read_unaligned());
-                            lo_acc[i] = D::dot4(lo_acc[i], lo, x_lo);
-                            hi_acc[i] = D::dot4(hi_acc[i], hi, x_hi);
+                            sums[i] = _mm256_add_epi32(sums[i], D::scale(part[i], scale));
                         }
                     }
+                }
+                // The mins, once per block: `dmin · Σ min · Σx` comes off each row's sum.
+                let mut min_sums = [_mm256_setzero_si256(); R];
+                for p in 0..4 {
+                    let mins =
+                        _mm256_cvtepu8_epi16(_mm_loadu_si128(blk.mins.as_ptr().add(16 * p).cast()));
                     for i in 0..R {
-                        let scaled = _mm256_add_epi32(
-                            D::scale(lo_acc[i], sc_lo),
-                            D::scale(hi_acc[i], sc_hi),
-                        );
-                        sums[i] = _mm256_add_epi32(sums[i], scaled);
                         let pair = _mm256_set1_epi32(rows[i][b].pair_sums[p]);
                         min_sums[i] = _mm256_add_epi32(min_sums[i], _mm256_madd_epi16(mins, pair));
                     }
                 }
+                let d = _mm256_cvtph_ps(_mm_loadu_si128(blk.d.as_ptr().cast()));
+                let dmin = _mm256_cvtph_ps(_mm_loadu_si128(blk.dmin.as_ptr().cast()));
                 for i in 0..R {
                     let dy = _mm256_set1_ps(rows[i][b].d);
                     acc[i] =
                         _mm256_fmadd_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(sums[i]), acc[i]);
-                    acc_min[i] = _mm256_fmadd_ps(
+                    acc[i] = _mm256_fnmadd_ps(
                         _mm256_mul_ps(dmin, dy),
                         _mm256_cvtepi32_ps(min_sums[i]),
-                        acc_min[i],
+                        acc[i],
                     );
                 }
             }
             for i in 0..R {
-                _mm256_storeu_ps(dst[i].as_mut_ptr(), _mm256_sub_ps(acc[i], acc_min[i]));
+                _mm256_storeu_ps(dst[i].as_mut_ptr(), acc[i]);
             }
         }
     }
