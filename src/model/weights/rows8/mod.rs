@@ -473,6 +473,22 @@ mod tests {
         Ok(())
     }
 
+    /// How a timing test measures one run: wall time or this thread's CPU time.
+    type Clock = fn(&mut dyn FnMut()) -> f64;
+
+    /// The best of three timings of `run` by `clock`, or the first error it returned.
+    fn best_of_three(clock: Clock, mut run: impl FnMut() -> Result<()>) -> anyhow::Result<f64> {
+        let (mut best, mut failed) = (f64::INFINITY, None);
+        for _ in 0..3 {
+            best = best.min(clock(&mut || {
+                if let Err(e) = run() {
+                    failed.get_or_insert(e);
+                }
+            }));
+        }
+        failed.map_or(Ok(best), |e| Err(e.into()))
+    }
+
     /// One-row matmuls (a decode step's kind) on weights far larger than the caches and on
     /// weights that stay in L2, in GB of weights per second of wall time, with the pool's
     /// threads (`CANDLE_NUM_THREADS`): whether the kernels are bound by memory or by
@@ -502,32 +518,22 @@ mod tests {
             let xs = weights(13, TILE, k);
             // Best of three of `reps` rounds over `mats` with the first `m` rows of `xs`,
             // timed by `clock`.
-            let time = |clock: fn(&mut dyn FnMut()) -> f64,
-                        mats: &[&Rows8],
-                        m: usize,
-                        reps: usize|
-             -> anyhow::Result<f64> {
-                let (mut best, mut failed) = (f64::INFINITY, None);
-                for _ in 0..3 {
-                    let secs = clock(&mut || {
-                        for _ in 0..reps {
-                            for w in mats {
-                                if let Err(e) = matmul(&[w], &xs[..m * k], m) {
-                                    failed = Some(e);
-                                }
-                            }
+            let time = |clock: Clock, mats: &[&Rows8], m: usize, reps: usize| {
+                best_of_three(clock, || {
+                    for _ in 0..reps {
+                        for w in mats {
+                            matmul(&[w], &xs[..m * k], m)?;
                         }
-                    });
-                    best = best.min(secs);
-                }
-                failed.map_or(Ok(best), |e| Err(e.into()))
+                    }
+                    Ok(())
+                })
             };
-            let wall: fn(&mut dyn FnMut()) -> f64 = |f| {
+            let wall: Clock = |f| {
                 let t = std::time::Instant::now();
                 f();
                 t.elapsed().as_secs_f64()
             };
-            let cpu: fn(&mut dyn FnMut()) -> f64 = |f| crate::cpu::math::thread_cpu_seconds(f);
+            let cpu: Clock = |f| crate::cpu::math::thread_cpu_seconds(f);
             let big_refs: Vec<&Rows8> = big.iter().map(|m| m.as_ref()).collect();
             let dram = (2 * 16 * bytes_one) as f64 / time(wall, &big_refs, 1, 2)? / 1e9;
             let small_bytes = (2000 * small_rows * k / QK_K * dtype.type_size()) as f64;
@@ -542,7 +548,7 @@ mod tests {
         Ok(())
     }
 
-    /// A prefill-sized matmul (512 activation rows against a 2,048 × 2,048 matrix, the 2B
+    /// A prefill-sized matmul (2,048 activation rows against a 2,048 × 2,048 matrix, the 2B
     /// model's attention output) in billions of operations per second of this thread's
     /// CPU time (a multiply-add counts two): the kernels' speed where the tiles, not the
     /// memory, bound them. Run optimized with `CANDLE_NUM_THREADS=1 --ignored --nocapture`.
@@ -558,19 +564,10 @@ mod tests {
                 kernel,
             )?;
             let xs = weights(22, m, k);
-            let mut best = f64::INFINITY;
-            for _ in 0..3 {
-                let mut failed = None;
-                let secs = crate::cpu::math::thread_cpu_seconds(|| {
-                    if let Err(e) = matmul(&[&w], &xs, m) {
-                        failed = Some(e);
-                    }
-                });
-                if let Some(e) = failed {
-                    return Err(e.into());
-                }
-                best = best.min(secs);
-            }
+            let best = best_of_three(
+                |f| crate::cpu::math::thread_cpu_seconds(f),
+                || matmul(&[&w], &xs, m).map(drop),
+            )?;
             let gops = 2.0 * (m * n * k) as f64 / best / 1e9;
             println!("{kernel:?} {dtype:?}: {m} rows × {n}×{k}: {gops:.1} GOP/s of CPU time");
         }
