@@ -111,33 +111,39 @@ impl Body256 for Block {
                 let mut sums = [_mm256_setzero_si256(); R];
                 for p in 0..4 {
                     super::shared::prefetch_ahead(blk, p);
-                    // One sub-block of each row at a time (2p from the low nibbles, 2p + 1
-                    // from the high ones), so the R accumulators, the block's sums and the
-                    // running totals fit in the 16 registers at R = 4 (the two sub-blocks
-                    // together, with the mins, spilled); the nibble bytes are re-read
-                    // from L1 instead.
                     let sc = _mm_loadu_si128(blk.scales.as_ptr().add(16 * p).cast());
-                    for (high_nibbles, scale) in
-                        [false, true].into_iter().zip(D::widen_u8_scales(sc))
-                    {
-                        let mut part = [_mm256_setzero_si256(); R];
+                    let scales = D::widen_u8_scales(sc);
+                    // Sub-blocks 2p (low nibbles, half 0) and 2p + 1 (high, half 1). Up to two
+                    // rows, both in one pass over the bytes (a decode step reads each byte
+                    // once); at three and four, one per pass, so the R accumulators, the
+                    // block's sums and the running totals fit in the 16 registers (both
+                    // halves together, with the mins, spilled) and the bytes are re-read
+                    // from L1.
+                    let passes: &[&[usize]] = if R <= 2 { &[&[0, 1]] } else { &[&[0], &[1]] };
+                    for &halves in passes {
+                        let mut part = [[_mm256_setzero_si256(); R]; 2];
                         for t in 0..8 {
                             let raw =
                                 _mm256_load_si256(blk.qs.as_ptr().add(256 * p + 32 * t).cast());
-                            let q = if high_nibbles {
-                                _mm256_and_si256(_mm256_srli_epi16::<4>(raw), m4)
-                            } else {
-                                _mm256_and_si256(raw, m4)
-                            };
-                            let at = 64 * p + 32 * usize::from(high_nibbles) + 4 * t;
-                            for i in 0..R {
-                                let x = rows[i][b].qs.as_ptr().add(at).cast::<i32>();
-                                part[i] =
-                                    D::dot4(part[i], q, _mm256_set1_epi32(x.read_unaligned()));
+                            for &h in halves {
+                                let q = if h == 1 {
+                                    _mm256_and_si256(_mm256_srli_epi16::<4>(raw), m4)
+                                } else {
+                                    _mm256_and_si256(raw, m4)
+                                };
+                                let at = 64 * p + 32 * h + 4 * t;
+                                for i in 0..R {
+                                    let x = rows[i][b].qs.as_ptr().add(at).cast::<i32>();
+                                    let x = _mm256_set1_epi32(x.read_unaligned());
+                                    part[h][i] = D::dot4(part[h][i], q, x);
+                                }
                             }
                         }
-                        for i in 0..R {
-                            sums[i] = _mm256_add_epi32(sums[i], D::scale(part[i], scale));
+                        for &h in halves {
+                            for i in 0..R {
+                                sums[i] =
+                                    _mm256_add_epi32(sums[i], D::scale(part[h][i], scales[h]));
+                            }
                         }
                     }
                 }
