@@ -88,6 +88,11 @@ pub use rope::MropePosition;
 use text::{DeepstackInput, TextModel};
 use vision::VisionModel;
 
+/// Tokens from which a feed is a prefill whose activations come from the heap
+/// ([`crate::cpu::LargeBlocksFromHeap`]): at 256 tokens the 2B model's MLP activations are
+/// 6 MB, and from about 1,400 they pass glibc's largest `mmap` threshold.
+const PREFILL_HEAP_FROM_TOKENS: usize = 256;
+
 /// A loaded Qwen3-VL model with its KV cache.
 pub struct Qwen3Vl {
     cfg: Qwen3VlConfig,
@@ -466,12 +471,15 @@ impl VisionLanguageModel for Qwen3Vl {
     }
 
     fn encode_image(&mut self, image: &PreprocessedImage) -> Result<EncodedImage> {
-        let encoded = self.vision.forward(image)?;
-        crate::cpu::release_freed_memory();
-        Ok(encoded)
+        let _heap = crate::cpu::LargeBlocksFromHeap::new();
+        self.vision.forward(image)
     }
 
     fn feed(&mut self, tokens: &[u32], images: &[EncodedImage]) -> Result<Tensor> {
+        // A prefill's activations are large enough to be mapped afresh per layer; a
+        // decode step's are not.
+        let _heap =
+            (tokens.len() >= PREFILL_HEAP_FROM_TOKENS).then(crate::cpu::LargeBlocksFromHeap::new);
         let hidden = self.forward_hidden(tokens, images)?;
         let last = hidden.narrow(0, tokens.len() - 1, 1)?;
         Ok(self.text.logits(&last)?.squeeze(0)?)
