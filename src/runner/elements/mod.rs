@@ -322,7 +322,8 @@ pub trait ElementSource: Send {
     fn invoke(&mut self, element: &ScreenElement, action: &str) -> Result<()>;
 
     /// Gives `element` keyboard focus (and its window, where the toolkit does that), as a
-    /// click would. An error when the element cannot take focus.
+    /// click would. An error when the element cannot take focus, or does not report it
+    /// within a moment (the caller clicks instead).
     fn focus(&mut self, element: &ScreenElement) -> Result<()>;
 
     /// Selects `element` in its container (a row in its table), as a click on it would.

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use atspi::{Interface, Role};
+use atspi::{Interface, Role, State};
 
 use super::bus::Bus;
 use super::read::own_name;
@@ -74,10 +74,26 @@ pub(super) fn focus(src: &Bus, element: &ScreenElement) -> Result<()> {
         .component(&node)
         .and_then(|c| c.grab_focus())
         .map_err(|e| Error::runner_caused(what.clone(), e))?;
-    if granted {
+    if !granted {
+        return Err(Error::runner(format!("{what}: the application refused it")));
+    }
+    // A grant is a request: a browser moves focus in its page's process a moment later, and
+    // keys typed before then go elsewhere (a space scrolls the page). Focus counts once the
+    // element reports it; the caller's pointer click is the way left when it does not.
+    let proxy = src
+        .accessible(&node)
+        .map_err(|e| Error::runner_caused(what.clone(), e))?;
+    if holds_within(CHANGE_SEEN_WITHIN, || {
+        proxy
+            .get_state()
+            .is_ok_and(|states| states.contains(State::Focused))
+    }) {
         Ok(())
     } else {
-        Err(Error::runner(format!("{what}: the application refused it")))
+        Err(Error::runner(format!(
+            "{what}: granted, but the element did not report focus within {} ms",
+            CHANGE_SEEN_WITHIN.as_millis()
+        )))
     }
 }
 
