@@ -86,6 +86,11 @@ pub struct ModelArgs {
     /// which thinks before it answers; default: the model manifest's, else qwen3-vl).
     #[arg(long)]
     pub template: Option<Template>,
+    /// Keep the system prompt's KV in memory only, not on disk under the cache directory
+    /// (`$SIGHTLINE_CACHE/prefix`, else `~/.cache/sightline/prefix`; at most 8 entries and
+    /// 3 GiB): every new process then prefills it again.
+    #[arg(long)]
+    pub no_prefix_cache: bool,
 }
 
 /// `--max-visual-tokens`: 1 to [`MAX_VISUAL_TOKENS`], so 0 and absurd values are usage
@@ -161,6 +166,8 @@ impl ModelArgs {
         );
         options.dialect = self.dialect.unwrap_or(resolved.dialect);
         options.template = self.template.unwrap_or(resolved.template);
+        options.prefix_cache =
+            (!self.no_prefix_cache).then(crate::planner::prefix_store::default_dir);
         Ok(options)
     }
 
@@ -191,6 +198,9 @@ impl ModelArgs {
         }
         if let Some(t) = self.template {
             args.extend(["--template".to_string(), t.to_string()]);
+        }
+        if self.no_prefix_cache {
+            args.push("--no-prefix-cache".to_string());
         }
         args
     }
@@ -310,6 +320,7 @@ mod tests {
                 "qwen-computer-use-action",
                 "--template",
                 "qwen3-vl-thinking",
+                "--no-prefix-cache",
             ],
             &["--device", "metal", "--quantize", "Q6_K"],
         ] {

@@ -63,14 +63,7 @@ impl Default for GenerateOptions {
 /// Where generated models live: `$SIGHTLINE_CACHE/bench`, else
 /// `~/.cache/sightline/bench` (`$XDG_CACHE_HOME` honoured), else `./.sightline-cache/bench`.
 pub fn default_cache_root() -> PathBuf {
-    if let Some(dir) = std::env::var_os("SIGHTLINE_CACHE") {
-        return PathBuf::from(dir).join("bench");
-    }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(|| PathBuf::from(".sightline-cache"));
-    base.join("sightline").join("bench")
+    crate::planner::prefix_store::cache_root().join("bench")
 }
 
 /// The marker's content: what was generated, and the size of every file.

@@ -298,10 +298,15 @@ fn print_stats(planner: &LocalPlanner, s: &TurnStats) {
     );
     let _ = writeln!(
         err,
-        "prefill    {:>9.1} ms  {} new tokens, {} reused",
+        "prefill    {:>9.1} ms  {} new tokens, {} reused{}",
         ms(s.prefill),
         s.prefill_new,
-        s.prefill_reused
+        s.prefill_reused,
+        if s.prefill_from_disk > 0 {
+            format!(" ({} from disk)", s.prefill_from_disk)
+        } else {
+            String::new()
+        }
     );
     let _ = writeln!(
         err,

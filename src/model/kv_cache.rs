@@ -141,6 +141,59 @@ impl KvCache {
     pub fn commit(&mut self, n: usize) {
         self.len += n;
     }
+
+    /// The keys and values of the first `len` positions of every layer, copied out of the
+    /// buffers: `(1, kv_heads, len, head_dim)` each.
+    pub fn prefix(&self, len: usize) -> Result<Vec<(Tensor, Tensor)>> {
+        if len == 0 || len > self.len {
+            return Err(Error::invalid_input(format!(
+                "a KV prefix of {len} positions from a cache of {}",
+                self.len
+            )));
+        }
+        self.layers
+            .iter()
+            .map(|l| {
+                let (k, v) = l
+                    .buffers
+                    .as_ref()
+                    .ok_or_else(|| Error::internal("KV cache layer without buffers"))?;
+                Ok((
+                    k.narrow(2, 0, len)?.contiguous()?,
+                    v.narrow(2, 0, len)?.contiguous()?,
+                ))
+            })
+            .collect()
+    }
+
+    /// Replaces the cache's content with `layers` (one `(keys, values)` pair per layer, all
+    /// of one shape `(1, kv_heads, n, head_dim)`). On an error the cache is empty.
+    pub fn restore(&mut self, layers: &[(Tensor, Tensor)]) -> Result<()> {
+        self.len = 0;
+        if layers.len() != self.layers.len() {
+            return Err(Error::invalid_input(format!(
+                "a KV prefix of {} layers for a model of {}",
+                layers.len(),
+                self.layers.len()
+            )));
+        }
+        let Some((first, _)) = layers.first() else {
+            return Err(Error::invalid_input("a KV prefix without layers"));
+        };
+        let shape = first.dims4()?;
+        for (k, v) in layers {
+            if k.dims4()? != shape || v.dims4()? != shape {
+                return Err(Error::invalid_input(
+                    "the layers of a KV prefix differ in shape",
+                ));
+            }
+        }
+        for (layer, (k, v)) in layers.iter().enumerate() {
+            self.append(layer, k, v)?;
+        }
+        self.commit(shape.2);
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -79,6 +79,44 @@ pub trait VisionLanguageModel: Send {
     /// Rows of the language-model head for `ids`, `(ids.len(), hidden_size)` f32: the
     /// zero-shot weights of the grader head.
     fn lm_head_rows(&self, ids: &[u32]) -> Result<Tensor>;
+
+    /// The cache's first `len` positions as data, to be restored later (another process
+    /// may do it: the planner keeps its system prompt's on disk). `None` where the model
+    /// cannot give its cache out; then nothing is kept.
+    fn kv_prefix(&self, _len: usize) -> Result<Option<KvPrefix>> {
+        Ok(None)
+    }
+
+    /// Replaces the cache with `prefix`, as if its tokens had been fed. An error when the
+    /// prefix does not fit the model (layers, heads, head size, type); the cache is then
+    /// empty.
+    fn restore_kv_prefix(&mut self, _prefix: &KvPrefix) -> Result<()> {
+        Err(crate::error::Error::invalid_input(
+            "this model cannot restore a KV prefix",
+        ))
+    }
+}
+
+/// A KV cache prefix as data ([`VisionLanguageModel::kv_prefix`]).
+#[derive(Debug, Clone)]
+pub struct KvPrefix {
+    /// `(keys, values)` of each layer, `(1, kv_heads, len, head_dim)`.
+    pub layers: Vec<(Tensor, Tensor)>,
+    /// After each position, where the next text token's position starts (M-RoPE moves it
+    /// past an image by more than one).
+    pub next_position: Vec<u32>,
+}
+
+impl KvPrefix {
+    /// Positions held.
+    pub fn len(&self) -> usize {
+        self.next_position.len()
+    }
+
+    /// Whether no position is held.
+    pub fn is_empty(&self) -> bool {
+        self.next_position.is_empty()
+    }
 }
 
 pub mod file_checks;

@@ -32,6 +32,7 @@ use candle_core::Tensor;
 use cel_contracts::{AttemptRecord, DoneVerdict, NextMove, PlanProducer, PlanningView};
 use tokenizers::Tokenizer;
 
+use super::prefix_store::PrefixStore;
 use crate::chat::{self, Role, Template};
 use crate::decode::{
     check_special_tokens, decode_answer, AnswerSpec, DecodeOptions, GrammarOptions, MoveSpec,
@@ -82,6 +83,10 @@ pub struct PlannerOptions {
     /// variant thinks first, at most `grammar.limits.thought_tokens` tokens). Default:
     /// Instruct.
     pub template: Template,
+    /// Where the system prompt's KV is kept between processes ([`PrefixStore`]); `None`
+    /// (the default) keeps it only in memory. The command line's default is
+    /// [`default_dir`](crate::planner::prefix_store::default_dir).
+    pub prefix_cache: Option<PathBuf>,
 }
 
 impl PlannerOptions {
@@ -98,6 +103,7 @@ impl PlannerOptions {
             grader_head: None,
             dialect: Dialect::Json,
             template: Template::Instruct,
+            prefix_cache: None,
         }
     }
 
@@ -208,6 +214,8 @@ impl LoadStages {
 pub struct TurnStats {
     /// Prompt tokens whose KV was reused from an earlier turn.
     pub prefill_reused: usize,
+    /// Of those, the system prompt's read from the [`PrefixStore`] this turn.
+    pub prefill_from_disk: usize,
     /// Prompt tokens fed this turn.
     pub prefill_new: usize,
     /// Tokens generated (sampled + forced).
@@ -257,6 +265,9 @@ pub struct StageTimes {
     pub prefill_new: usize,
     /// Prompt tokens whose KV was reused.
     pub prefill_reused: usize,
+    /// Of those, the system prompt's read from disk this turn.
+    #[serde(default)]
+    pub prefill_from_disk: usize,
     /// Tokens generated.
     pub generated: usize,
     /// Generated tokens the grammar forced.
@@ -284,6 +295,7 @@ impl TurnStats {
             total_ms: ms(self.total),
             prefill_new: self.prefill_new,
             prefill_reused: self.prefill_reused,
+            prefill_from_disk: self.prefill_from_disk,
             generated: self.generated,
             forced: self.forced,
             forward_passes: self.forward_passes,
@@ -433,6 +445,20 @@ impl LocalPlanner {
             None => GraderHead::zero_shot(&renderer)?,
         };
         stages.lap("prompt and grader");
+        let prefix_store = match &options.prefix_cache {
+            Some(dir) => {
+                let settings = format!(
+                    "{:?} {:?} quantize {:?} threads {}",
+                    model.device().location(),
+                    options.device,
+                    options.quantize,
+                    candle_core::utils::get_num_threads()
+                );
+                let weights = options.source.weight_files();
+                Some(PrefixStore::new(dir.clone(), &weights, &settings)?)
+            }
+            None => None,
+        };
         let engine = Engine {
             model,
             renderer,
@@ -446,6 +472,8 @@ impl LocalPlanner {
             last_prompt: String::new(),
             image: None,
             last_stats: TurnStats::default(),
+            prefix_store,
+            system_on_disk: false,
         };
         Ok(LocalPlanner {
             engine: Arc::new(Mutex::new(engine)),
@@ -652,6 +680,10 @@ struct Engine {
     /// The last screenshot encoded, by content hash.
     image: Option<(u64, EncodedImage)>,
     last_stats: TurnStats,
+    /// Where the system prompt's KV is kept between processes.
+    prefix_store: Option<PrefixStore>,
+    /// Whether the store holds this planner's system prompt (read or written).
+    system_on_disk: bool,
 }
 
 impl Engine {
@@ -704,7 +736,7 @@ impl Engine {
         self.last_stats.truncation = fitted.notes;
 
         let prompt = self.prompt(&system, &fitted.screen, image.as_ref(), &fitted.task);
-        let logits = self.feed_prompt(&prompt, image)?;
+        let logits = self.feed_prompt(&prompt, system.len(), image)?;
         let decoded = decode_answer(self.model.as_mut(), &logits, &spec, &grammar, &self.decode)?;
         let d = &decoded.decoded.stats;
         self.last_stats.generated = d.tokens;
@@ -755,7 +787,7 @@ impl Engine {
         );
         let question = self.renderer.grader_question(turn.goal, summary)?;
         let prompt = self.prompt(&system, &fitted.screen, image.as_ref(), &question);
-        self.feed_prompt(&prompt, image)
+        self.feed_prompt(&prompt, system.len(), image)
     }
 
     fn verify(&mut self, turn: &Turn<'_>, summary: &str) -> Result<DoneVerdict> {
@@ -827,21 +859,35 @@ impl Engine {
     }
 
     /// Leave the cache holding `prompt`, feeding only what it does not already hold
-    /// ([`CachedPrompt::common_prefix`]), and return the logits of its last position.
+    /// ([`CachedPrompt::common_prefix`]; its first `system_len` tokens, the system prompt,
+    /// may come from the [`PrefixStore`]), and return the logits of its last position.
     /// Counts reused and new tokens in the turn's stats.
     fn feed_prompt(
         &mut self,
         prompt: &CachedPrompt,
+        system_len: usize,
         image: Option<(u64, EncodedImage)>,
     ) -> Result<Tensor> {
-        if prompt.is_empty() {
-            return Err(Error::internal("an empty prompt"));
+        if prompt.is_empty() || system_len >= prompt.len() {
+            return Err(Error::internal(
+                "a prompt with nothing after its system run",
+            ));
         }
-        let cached = if self.model.cache_len() >= self.cached.len() {
+        // The prefill's time includes reading the system prompt from disk or writing it.
+        let started = Instant::now();
+        let mut cached = if self.model.cache_len() >= self.cached.len() {
             self.cached.common_prefix(prompt)
         } else {
             0
         };
+        if cached < system_len {
+            if let Some(restored) = self.system_from_disk(&prompt.tokens[..system_len]) {
+                cached = restored;
+                self.last_stats.prefill_from_disk = restored;
+            }
+            // A restore that failed left the cache empty.
+            cached = cached.min(self.model.cache_len());
+        }
         // The last position is always fed: its logits are the answer's first.
         let reuse = cached.min(prompt.len() - 1);
         let reuse = prompt
@@ -858,14 +904,58 @@ impl Engine {
             }
             _ => Vec::new(),
         };
-        let t = Instant::now();
         let logits = self.model.feed(&prompt.tokens[reuse..], &images)?;
-        self.last_stats.prefill += t.elapsed();
         self.last_stats.prefill_reused = reuse;
         self.last_stats.prefill_new += prompt.len() - reuse;
         self.last_stats.forward_passes += 1;
         self.cached = prompt.clone();
+        if reuse < system_len && !self.system_on_disk {
+            self.keep_system_on_disk(system_len);
+        }
+        self.last_stats.prefill += started.elapsed();
         Ok(logits)
+    }
+
+    /// The system prompt's KV from the store into the model's cache: the positions now
+    /// held (the cache is then the system prompt alone), or `None` on a miss (the cache is
+    /// then empty if a restore failed, and as it was otherwise).
+    fn system_from_disk(&mut self, system: &[u32]) -> Option<usize> {
+        let store = self.prefix_store.as_ref()?;
+        let prefix = store.load(system)?;
+        self.cached = CachedPrompt::default();
+        if let Err(e) = self.model.restore_kv_prefix(&prefix) {
+            tracing::warn!(store = %store.dir().display(), "a stored system prompt does not fit the model, computing it: {e}");
+            let _ = self.model.truncate(0);
+            return None;
+        }
+        self.cached.push_tokens(system);
+        self.system_on_disk = true;
+        Some(system.len())
+    }
+
+    /// Writes the system prompt's KV (the cache's first `system_len` positions) to the
+    /// store. A failure costs the next process the prefill, nothing else: it is logged.
+    fn keep_system_on_disk(&mut self, system_len: usize) {
+        let Some(store) = &self.prefix_store else {
+            return;
+        };
+        let kept = self
+            .model
+            .kv_prefix(system_len)
+            .and_then(|prefix| match prefix {
+                Some(prefix) => store
+                    .save(&self.cached.tokens[..system_len], &prefix)
+                    .map(|()| true),
+                None => Ok(false),
+            });
+        match kept {
+            Ok(kept) => self.system_on_disk = kept,
+            Err(e) => {
+                tracing::warn!(store = %store.dir().display(), "the system prompt's KV was not kept: {e}");
+                // Not tried again by this planner.
+                self.system_on_disk = true;
+            }
+        }
     }
 
     /// The encoded screenshot, from the last turn when the bytes are the same.

@@ -11,6 +11,7 @@ pub mod clarify;
 pub mod grader;
 pub mod history;
 mod local;
+pub mod prefix_store;
 pub mod prompt;
 
 pub use local::{

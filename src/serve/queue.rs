@@ -257,6 +257,14 @@ impl VisionLanguageModel for Interruptible<'_> {
     fn lm_head_rows(&self, ids: &[u32]) -> Result<Tensor> {
         self.model.lm_head_rows(ids)
     }
+
+    fn kv_prefix(&self, len: usize) -> Result<Option<crate::model::KvPrefix>> {
+        self.model.kv_prefix(len)
+    }
+
+    fn restore_kv_prefix(&mut self, prefix: &crate::model::KvPrefix) -> Result<()> {
+        self.model.restore_kv_prefix(prefix)
+    }
 }
 
 #[cfg(test)]

@@ -57,6 +57,40 @@ fn plan_prints_a_valid_move_and_its_stats() -> Result<()> {
 }
 
 #[test]
+fn a_second_process_reads_the_system_prompt_from_the_cache_directory() -> Result<()> {
+    let cache = tempfile::tempdir()?;
+    let model = fixtures().join("tiny-a");
+    let plan = |extra: &[&str]| -> Result<String> {
+        let mut args = vec!["plan", "--model", model.to_str().context("path")?];
+        args.extend_from_slice(extra);
+        args.extend(["--device", "cpu", "--stats", "Open the settings"]);
+        let out = Command::new(env!("CARGO_BIN_EXE_sightline"))
+            .args(&args)
+            .env("HF_HUB_OFFLINE", "1")
+            .env("SIGHTLINE_CACHE", cache.path())
+            .output()?;
+        ensure!(out.status.success(), "{}", text(&out.stderr));
+        Ok(text(&out.stderr))
+    };
+    let prefix = cache.path().join("prefix");
+    let off = plan(&["--no-prefix-cache"])?;
+    ensure!(
+        !prefix.exists(),
+        "--no-prefix-cache wrote {prefix:?}: {off}"
+    );
+    let first = plan(&[])?;
+    ensure!(!first.contains("from disk"), "{first}");
+    ensure!(std::fs::read_dir(&prefix)?.count() == 1, "{first}");
+    let second = plan(&[])?;
+    let line = second
+        .lines()
+        .find(|l| l.starts_with("prefill"))
+        .context("a prefill line")?;
+    ensure!(line.contains(" from disk)"), "{second}");
+    Ok(())
+}
+
+#[test]
 fn verify_prints_a_verdict() -> Result<()> {
     let model = fixtures().join("tiny-a");
     let screen = fixtures().join("screens/ui_resize.png");

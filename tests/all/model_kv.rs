@@ -243,3 +243,60 @@ fn two_images_in_one_feed_equal_two_feeds_with_one_image_each() -> Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn a_kv_prefix_kept_on_disk_continues_bit_for_bit() -> Result<()> {
+    use sightline::planner::prefix_store::PrefixStore;
+    let dir = tempfile::tempdir()?;
+    let mut model = load("tiny-a", Variant::Safetensors)?;
+    let (ids, split, images) = prompt(&mut model, "tiny-a", "ui_exact")?;
+    // The prefix holds the image: its positions advance by less than its tokens.
+    let system = &ids[..split];
+    model.feed(system, &images)?;
+    let prefix = model
+        .kv_prefix(split)?
+        .ok_or_else(|| anyhow::anyhow!("Qwen3-VL gives its cache out"))?;
+    let weights = [crate::model_support::fixtures().join("tiny-a/model.safetensors")];
+    let store = PrefixStore::new(dir.path().to_path_buf(), &weights, "test setup")?;
+    store.save(system, &prefix)?;
+    let kept = model.feed(&ids[split..], &[])?;
+
+    // Another model instance restores it and continues to the same logits, bit for bit.
+    let mut other = load("tiny-a", Variant::Safetensors)?;
+    let loaded = store
+        .load(system)
+        .ok_or_else(|| anyhow::anyhow!("the entry just kept is found"))?;
+    other.restore_kv_prefix(&loaded)?;
+    assert_eq!(other.cache_len(), split);
+    assert_eq!(
+        other.next_text_position(),
+        model_next_after(&mut model, split)?
+    );
+    let restored = other.feed(&ids[split..], &[])?;
+    assert_eq!(max_abs_diff(&kept, &restored)?, 0.0);
+
+    // Other tokens, or another setup, find nothing.
+    assert!(store.load(&ids[..split - 1]).is_none());
+    let elsewhere = PrefixStore::new(dir.path().to_path_buf(), &weights, "other setup")?;
+    assert!(elsewhere.load(system).is_none());
+
+    // A prefix that does not fit the model is refused and leaves the cache empty.
+    let mut wrong = loaded.clone();
+    wrong.layers.pop();
+    ensure!(other.restore_kv_prefix(&wrong).is_err());
+    assert_eq!(other.cache_len(), 0);
+    let mut wrong = loaded.clone();
+    wrong.layers[0].0 = wrong.layers[0].0.narrow(1, 0, 1)?;
+    ensure!(other.restore_kv_prefix(&wrong).is_err());
+    let mut wrong = loaded;
+    wrong.next_position[0] = 7;
+    ensure!(other.restore_kv_prefix(&wrong).is_err());
+    assert_eq!(other.cache_len(), 0);
+    Ok(())
+}
+
+/// The position the next text token takes after `model`'s first `len` positions.
+fn model_next_after(model: &mut Qwen3Vl, len: usize) -> Result<u32> {
+    model.truncate(len)?;
+    Ok(model.next_text_position())
+}

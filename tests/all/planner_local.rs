@@ -379,3 +379,102 @@ fn soak_a_thousand_turns_keeps_memory_and_cache_flat() -> Result<()> {
     );
     Ok(())
 }
+
+/// The `.kv` entries of a prefix store directory.
+fn store_entries(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut entries = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let path = e?.path();
+        if path.extension().is_some_and(|x| x == "kv") {
+            entries.push(path);
+        }
+    }
+    Ok(entries)
+}
+
+#[test]
+fn the_system_prompt_kept_on_disk_starts_a_new_planner_past_it() -> Result<()> {
+    let store = tempfile::tempdir()?;
+    let planner_on = |fixture: &str| -> Result<LocalPlanner> {
+        let mut options = PlannerOptions::new(ModelSource::Safetensors {
+            dir: fixtures().join(fixture),
+        });
+        options.device = DeviceChoice::Cpu;
+        options.max_visual_tokens = Some(48);
+        options.prefix_cache = Some(store.path().to_path_buf());
+        Ok(LocalPlanner::load(&options)?)
+    };
+    let screens = screens()?;
+    let v = view(3, &[]);
+    let memory = serde_json::Value::Null;
+    let turn = |i: usize| Turn {
+        goal: "Open the settings window",
+        history: &[],
+        shared_memory: &memory,
+        view: &v,
+        screenshot: Some(screens[i].as_slice()),
+    };
+    let tokenizer = load_tokenizer(&fixtures().join("tokenizer.json.gz"))?;
+    let system_len = PromptRenderer::new(tokenizer, system_prompt_for(&GrammarOptions::default()))?
+        .system()?
+        .len();
+
+    // The first planner computes the system prompt and keeps it; its second turn, on
+    // another screen, starts past the system prompt it holds in memory.
+    let first = planner_on("tiny-a")?;
+    let (cold_move, cold) = first.plan(&turn(0))?;
+    assert_eq!(
+        (cold.prefill_reused, cold.prefill_from_disk),
+        (0, 0),
+        "{cold:?}"
+    );
+    assert_eq!(store_entries(store.path())?.len(), 1);
+    let (_, warm) = first.plan(&turn(1))?;
+    ensure!(
+        warm.prefill_reused >= system_len && warm.prefill_from_disk == 0,
+        "{warm:?}"
+    );
+    drop(first);
+
+    // A new planner reads it from disk and feeds the rest of the same prompt (the exact
+    // round trip of the KV is `model_kv::a_kv_prefix_kept_on_disk_continues_bit_for_bit`).
+    let (mv, stats) = planner_on("tiny-a")?.plan(&turn(1))?;
+    assert_eq!(
+        (stats.prefill_reused, stats.prefill_from_disk),
+        (system_len, system_len)
+    );
+    assert_eq!(
+        stats.prefill_reused + stats.prefill_new,
+        warm.prefill_reused + warm.prefill_new
+    );
+    MoveSpec::new(&v, &GrammarOptions::default())?
+        .check(&mv)
+        .map_err(|e| anyhow::anyhow!("{e}: {mv:?}"))?;
+
+    // A damaged entry is a miss: the prefix is computed (the same move as the first cold
+    // turn) and kept again.
+    let entry = &store_entries(store.path())?[0];
+    let bytes = std::fs::read(entry)?;
+    for damaged in [&bytes[..bytes.len() / 2], &bytes[..16]] {
+        std::fs::write(entry, damaged)?;
+        let (mv, stats) = planner_on("tiny-a")?.plan(&turn(0))?;
+        assert_eq!(
+            (stats.prefill_reused, stats.prefill_from_disk),
+            (0, 0),
+            "{stats:?}"
+        );
+        assert_eq!(
+            serde_json::to_value(&mv)?,
+            serde_json::to_value(&cold_move)?
+        );
+        assert_eq!(std::fs::read(entry)?.len(), bytes.len(), "kept again");
+    }
+    // Another model's weights never share the entry.
+    let (_, other) = planner_on("tiny-b")?.plan(&turn(0))?;
+    assert_eq!(other.prefill_from_disk, 0, "{other:?}");
+    assert_eq!(store_entries(store.path())?.len(), 2);
+    // Nothing but entries is left behind.
+    let all = std::fs::read_dir(store.path())?.count();
+    assert_eq!(all, 2);
+    Ok(())
+}

@@ -78,7 +78,7 @@ use tokenizers::Tokenizer;
 use crate::error::{Error, Result};
 use crate::model::kv_cache::KvCache;
 use crate::model::weights::LoadOptions;
-use crate::model::{EncodedImage, PreprocessedImage, VisionLanguageModel};
+use crate::model::{EncodedImage, KvPrefix, PreprocessedImage, VisionLanguageModel};
 use crate::tokenizer::SpecialTokens;
 
 pub use checkpoint::{ModelInfo, WeightSource};
@@ -499,6 +499,52 @@ impl VisionLanguageModel for Qwen3Vl {
             )));
         }
         self.text.lm_head_rows(ids)
+    }
+
+    fn kv_prefix(&self, len: usize) -> Result<Option<KvPrefix>> {
+        Ok(Some(KvPrefix {
+            layers: self.cache.prefix(len)?,
+            next_position: self.next_position[..len].to_vec(),
+        }))
+    }
+
+    fn restore_kv_prefix(&mut self, prefix: &KvPrefix) -> Result<()> {
+        self.free_cache();
+        let t = &self.cfg.text;
+        let want = (1, t.num_key_value_heads, prefix.len(), t.head_dim);
+        for (k, v) in &prefix.layers {
+            for x in [k, v] {
+                if x.dims4()? != want || x.dtype() != self.dtype {
+                    return Err(Error::invalid_input(format!(
+                        "a KV prefix of {:?} {:?} for a model whose cache is {want:?} {:?}",
+                        x.dims(),
+                        x.dtype(),
+                        self.dtype
+                    )));
+                }
+            }
+        }
+        // One past the largest position after each token: at least 1, never falling, and
+        // never past a token count (an image's run advances it by less than its length).
+        let np = &prefix.next_position;
+        let sane = np
+            .iter()
+            .enumerate()
+            .all(|(i, &p)| p >= 1 && p as usize <= i + 1 && (i == 0 || np[i - 1] <= p));
+        if !sane {
+            return Err(Error::invalid_input(
+                "a KV prefix whose positions no prompt can have",
+            ));
+        }
+        let on_device = |x: &Tensor| x.to_device(&self.device);
+        let layers = prefix
+            .layers
+            .iter()
+            .map(|(k, v)| Ok((on_device(k)?, on_device(v)?)))
+            .collect::<Result<Vec<_>>>()?;
+        self.cache.restore(&layers)?;
+        self.next_position = prefix.next_position.clone();
+        Ok(())
     }
 }
 

@@ -41,7 +41,7 @@ impl ModelSource {
     /// size (a cache path differs between machines, the files do not). Used to refuse a
     /// grader head fitted on other weights.
     pub fn identity(&self) -> String {
-        let file = |p: &Path| {
+        let file = |p: &PathBuf| {
             let name = p.file_name().map_or_else(
                 || p.display().to_string(),
                 |n| n.to_string_lossy().into_owned(),
@@ -49,8 +49,14 @@ impl ModelSource {
             let size = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
             format!("{name} ({size} bytes)")
         };
+        let files: Vec<String> = self.weight_files().iter().map(file).collect();
+        files.join(" + ")
+    }
+
+    /// The weight files: the GGUF pair, or a directory's `.safetensors` files in name order.
+    pub fn weight_files(&self) -> Vec<PathBuf> {
         match self {
-            ModelSource::Gguf { text, mmproj } => format!("{} + {}", file(text), file(mmproj)),
+            ModelSource::Gguf { text, mmproj } => vec![text.clone(), mmproj.clone()],
             ModelSource::Safetensors { dir } => {
                 let mut weights: Vec<PathBuf> = std::fs::read_dir(dir)
                     .map(|entries| {
@@ -61,8 +67,7 @@ impl ModelSource {
                     })
                     .unwrap_or_default();
                 weights.sort();
-                let files: Vec<String> = weights.iter().map(|p| file(p)).collect();
-                files.join(" + ")
+                weights
             }
         }
     }
