@@ -13,7 +13,7 @@
 //! | `vision` | image size, visual tokens, preprocess and encode medians, `throughput` (operations, rate, fraction of the f32 peak) |
 //! | `prefill` / `decode` | tokens, medians, tokens/s, every sample; prefill's `throughput` against the peak of its weights' kind |
 //! | `grammar` | constrained decode: per-token grammar time and its commit part, grammar time per sampled token p50/p99, tokens guessed without a mask, mask p50/p99, ratio to a decode step, forced share (or `grammar_error`) |
-//! | `turn` | whole `decide_next` turns: the first (cold) total, the median on new screens after it (system prompt cached) and the median second turn on an unchanged screen (`warm_*`), each with its stages and tokens reused, the context length, KV cache and memory; a done claim verified on the last turn's screen (shared prefix) and on a new one (generated screenshots only: `--image` repeats the same screen) |
+//! | `turn` | whole `decide_next` turns: the first (cold) total, the median on new screens after it (system prompt cached) and the median second turn on an unchanged screen (`warm_*`), each with its stages and tokens reused, the context length, KV cache and memory; a done claim verified on the last turn's screen (shared prefix) and on a new one (generated screenshots only: `--image` repeats the same screen); the first turn of a new process on a new screen (`new_process_*`: the system prompt read from the disk store the first turn wrote) |
 //! | `memory_stages` | per stage (load, vision, prefill, decode, grammar, turns): RSS at its end (anonymous and file-backed) and its peak |
 //! | `turn_memory_check` | peak RSS of the whole turns against file size + the turns' KV cache + 25% (issue 3's bound); `null` with `--no-turn` |
 //! | `peak_rss_bytes` | peak RSS of the whole run after generation |
@@ -330,9 +330,14 @@ fn stage_rows(s: &mut String, b: &StageTimes) {
     }
     let _ = writeln!(
         s,
-        "  ({} prompt tokens fed, {} reused, {} generated, {} forced, {} forward passes{})",
+        "  ({} prompt tokens fed, {} reused{}, {} generated, {} forced, {} forward passes{})",
         b.prefill_new,
         b.prefill_reused,
+        if b.prefill_from_disk > 0 {
+            format!(" ({} from disk)", b.prefill_from_disk)
+        } else {
+            String::new()
+        },
         b.generated,
         b.forced,
         b.forward_passes,
@@ -398,6 +403,11 @@ impl BenchReport {
                 "same screen, next step".to_string(),
                 t.warm_total_ms,
                 &t.warm_turn,
+            ),
+            (
+                "new process, new screen".to_string(),
+                t.new_process_total_ms,
+                &t.new_process_turn,
             ),
         ] {
             row(

@@ -337,6 +337,11 @@ pub struct TurnResult {
     pub verify_after_turn: StageTimes,
     /// The same claim on a screen the planner has not seen: vision and the whole prompt.
     pub verify_fresh_screen: StageTimes,
+    /// The first turn of a new process on a new screen, ms: the system prompt read from
+    /// disk, where the first turn computed and kept it.
+    pub new_process_total_ms: f64,
+    /// Its breakdown.
+    pub new_process_turn: StageTimes,
 }
 
 /// One turn's stages, from [`TurnStats`].
@@ -666,6 +671,10 @@ impl StageBench {
             .with_threads(self.options.threads);
         let mut options = PlannerOptions::new(self.source.clone());
         options.max_visual_tokens = Some(self.options.max_visual_tokens);
+        // A store of its own, empty: the first turn is cold, and the turn "of a new process"
+        // below reads the system prompt that turn kept.
+        let store = tempfile::tempdir().map_err(|e| Error::io("a temporary directory", e))?;
+        options.prefix_cache = Some(store.path().to_path_buf());
         let repeat = self.options.repeat;
         let kv_per_position = kv_cache_bytes(&self.model, 1);
         let mut model = self.model;
@@ -710,6 +719,10 @@ impl StageBench {
         };
         let (_, after_turn) = claim(&last)?;
         let (_, fresh_screen) = claim(&fresh)?;
+        // The first turn of a new process: nothing in memory (the planner forgets its cache
+        // as after a loan), the system prompt on disk, a screen not seen yet.
+        planner.with_model(|_| Ok(()))?;
+        let (_, new_process) = turn(&screenshot(repeat + 1)?, &[])?;
         let context_tokens = cold
             .iter()
             .chain(&second)
@@ -737,6 +750,8 @@ impl StageBench {
             memory,
             verify_after_turn: after_turn.stage_times(),
             verify_fresh_screen: fresh_screen.stage_times(),
+            new_process_total_ms: ms(new_process.total),
+            new_process_turn: new_process.stage_times(),
         })
     }
 }

@@ -82,6 +82,8 @@ const DOCUMENTED: &[&str] = &[
     "/turn/median_turn/grammar_ms",
     "/turn/warm_total_ms",
     "/turn/warm_turn/prefill_reused",
+    "/turn/new_process_total_ms",
+    "/turn/new_process_turn/prefill_from_disk",
     "/turn/context_tokens",
     "/turn/kv_cache_bytes",
     "/turn/memory/end/peak_rss_bytes",
@@ -134,6 +136,15 @@ fn bench_json_on_the_tiny_shape_has_every_documented_field() -> Result<()> {
     ensure!(
         warm["prefill_reused"].as_u64() > cold["prefill_reused"].as_u64()
             && warm["prefill_new"].as_u64() < cold["prefill_new"].as_u64(),
+        "{json:#}"
+    );
+    // A new process's first turn reads the system prompt the first turn kept on disk, and
+    // encodes its new screen.
+    let fresh = &json["turn"]["new_process_turn"];
+    ensure!(
+        fresh["prefill_from_disk"].as_u64().is_some_and(|n| n > 0)
+            && fresh["prefill_from_disk"] == fresh["prefill_reused"]
+            && fresh["image_encoded"] == true,
         "{json:#}"
     );
     // Memory: one sample per stage, in order, and the turns' bound from the turns' own
