@@ -166,32 +166,33 @@ impl KvCache {
             .collect()
     }
 
-    /// Replaces the cache's content with `layers` (one `(keys, values)` pair per layer, all
-    /// of one shape `(1, kv_heads, n, head_dim)`). On an error the cache is empty.
-    pub fn restore(&mut self, layers: &[(Tensor, Tensor)]) -> Result<()> {
+    /// Replaces the cache's content with `n_layers` layers, each `(keys, values)` of one
+    /// shape `(1, kv_heads, n, head_dim)` given by `layer(i)` in order. On an error the cache
+    /// is empty.
+    pub fn restore(
+        &mut self,
+        n_layers: usize,
+        mut layer: impl FnMut(usize) -> Result<(Tensor, Tensor)>,
+    ) -> Result<()> {
         self.len = 0;
-        if layers.len() != self.layers.len() {
+        if n_layers != self.layers.len() {
             return Err(Error::invalid_input(format!(
-                "a KV prefix of {} layers for a model of {}",
-                layers.len(),
+                "a KV prefix of {n_layers} layers for a model of {}",
                 self.layers.len()
             )));
         }
-        let Some((first, _)) = layers.first() else {
-            return Err(Error::invalid_input("a KV prefix without layers"));
-        };
-        let shape = first.dims4()?;
-        for (k, v) in layers {
-            if k.dims4()? != shape || v.dims4()? != shape {
+        let mut shape = None;
+        for i in 0..n_layers {
+            let (k, v) = layer(i)?;
+            let s = *shape.get_or_insert(k.dims4()?);
+            if k.dims4()? != s || v.dims4()? != s {
                 return Err(Error::invalid_input(
                     "the layers of a KV prefix differ in shape",
                 ));
             }
+            self.append(i, &k, &v)?;
         }
-        for (layer, (k, v)) in layers.iter().enumerate() {
-            self.append(layer, k, v)?;
-        }
-        self.commit(shape.2);
+        self.commit(shape.map_or(0, |s| s.2));
         Ok(())
     }
 }

@@ -90,7 +90,7 @@ pub trait VisionLanguageModel: Send {
     /// Replaces the cache with `prefix`, as if its tokens had been fed. An error when the
     /// prefix does not fit the model (layers, heads, head size, type); the cache is then
     /// empty.
-    fn restore_kv_prefix(&mut self, _prefix: &KvPrefix) -> Result<()> {
+    fn restore_kv_prefix(&mut self, _prefix: &mut dyn KvSource) -> Result<()> {
         Err(crate::error::Error::invalid_input(
             "this model cannot restore a KV prefix",
         ))
@@ -116,6 +116,34 @@ impl KvPrefix {
     /// Whether no position is held.
     pub fn is_empty(&self) -> bool {
         self.next_position.is_empty()
+    }
+}
+
+/// A KV prefix to restore, given layer by layer (a file's entry is read one layer at a
+/// time, so a restore never holds the whole prefix twice).
+pub trait KvSource {
+    /// After each position, where the next text token's position starts.
+    fn next_position(&self) -> &[u32];
+    /// Layers held.
+    fn n_layers(&self) -> usize;
+    /// `(keys, values)` of layer `i`, `(1, kv_heads, len, head_dim)`.
+    fn layer(&mut self, i: usize) -> Result<(Tensor, Tensor)>;
+}
+
+impl KvSource for KvPrefix {
+    fn next_position(&self) -> &[u32] {
+        &self.next_position
+    }
+
+    fn n_layers(&self) -> usize {
+        self.layers.len()
+    }
+
+    fn layer(&mut self, i: usize) -> Result<(Tensor, Tensor)> {
+        self.layers
+            .get(i)
+            .cloned()
+            .ok_or_else(|| crate::error::Error::internal(format!("a KV prefix has no layer {i}")))
     }
 }
 

@@ -921,10 +921,11 @@ impl Engine {
     /// then empty if a restore failed, and as it was otherwise).
     fn system_from_disk(&mut self, system: &[u32]) -> Option<usize> {
         let store = self.prefix_store.as_ref()?;
-        let prefix = store.load(system)?;
+        let mut prefix = store.load(system)?;
         self.cached = CachedPrompt::default();
-        if let Err(e) = self.model.restore_kv_prefix(&prefix) {
+        if let Err(e) = self.model.restore_kv_prefix(&mut prefix) {
             tracing::warn!(store = %store.dir().display(), "a stored system prompt does not fit the model, computing it: {e}");
+            store.forget(system);
             let _ = self.model.truncate(0);
             return None;
         }

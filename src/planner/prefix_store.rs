@@ -14,15 +14,17 @@
 //! entries within [`MAX_ENTRIES`] and [`MAX_BYTES`].
 
 use std::collections::HashMap;
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use candle_core::{Device, Tensor};
+use candle_core::{DType, Device, Tensor};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use crate::model::KvPrefix;
+use crate::model::{KvPrefix, KvSource};
 
 /// Most entries kept (a few models, each with its agent and grader prompts).
 pub const MAX_ENTRIES: usize = 8;
@@ -32,6 +34,8 @@ pub const MAX_BYTES: u64 = 3 << 30;
 const SAMPLE_BYTES: u64 = 1 << 20;
 /// An entry's file extension.
 const EXTENSION: &str = "kv";
+/// Most bytes of an entry's safetensors header (a few hundred per tensor).
+const MAX_HEADER_BYTES: u64 = 1 << 20;
 
 /// Where Sightline keeps what it generates or caches: `$SIGHTLINE_CACHE`, else
 /// `$XDG_CACHE_HOME/sightline` or `~/.cache/sightline`, else `./.sightline-cache`.
@@ -83,17 +87,18 @@ impl PrefixStore {
         &self.dir
     }
 
-    /// The stored prefix of `tokens`, on the CPU; `None` when there is none or it cannot be
-    /// used (a broken entry is removed, and said so in the log).
-    pub fn load(&self, tokens: &[u32]) -> Option<KvPrefix> {
+    /// The stored prefix of `tokens`, its layers read one at a time as they are restored;
+    /// `None` when there is none or its key, tokens or header are wrong (a broken entry is
+    /// removed, and said so in the log).
+    pub fn load(&self, tokens: &[u32]) -> Option<StoredPrefix> {
         let (path, key) = self.entry(tokens);
         if !path.is_file() {
             return None;
         }
-        match read_entry(&path, &key, tokens) {
+        match StoredPrefix::open(&path, &key, tokens) {
             Ok(prefix) => {
                 // Recently used entries are the last evicted.
-                let _ = std::fs::File::options()
+                let _ = File::options()
                     .append(true)
                     .open(&path)
                     .and_then(|f| f.set_modified(SystemTime::now()));
@@ -105,6 +110,11 @@ impl PrefixStore {
                 None
             }
         }
+    }
+
+    /// Removes the entry of `tokens` (one whose layers turned out unusable).
+    pub fn forget(&self, tokens: &[u32]) {
+        let _ = std::fs::remove_file(self.entry(tokens).0);
     }
 
     /// Keeps `prefix` as the KV of `tokens`, then trims the directory to its bounds.
@@ -178,36 +188,139 @@ impl PrefixStore {
     }
 }
 
-/// Reads and checks an entry.
-fn read_entry(path: &Path, key: &str, tokens: &[u32]) -> Result<KvPrefix> {
-    let mut tensors = candle_core::safetensors::load(path, &Device::Cpu)?;
-    let mut take = |name: &str| {
-        tensors
-            .remove(name)
-            .ok_or_else(|| Error::invalid_input(format!("it has no tensor {name:?}")))
-    };
-    let stored_key = take("key")?.to_vec1::<u8>()?;
-    if stored_key != key.as_bytes() {
-        return Err(Error::invalid_input("it was kept for another setup"));
+/// An entry whose key and tokens matched: its positions, and its layers read from the file
+/// on demand ([`KvSource`]), so a restore holds one layer beside the cache, not the whole
+/// file twice.
+#[derive(Debug)]
+pub struct StoredPrefix {
+    file: File,
+    /// Where the tensor data starts: after the length and the header.
+    data_start: u64,
+    data_len: u64,
+    tensors: HashMap<String, TensorInfo>,
+    next_position: Vec<u32>,
+    n_layers: usize,
+}
+
+/// A tensor's entry in a safetensors header.
+#[derive(Debug, serde::Deserialize)]
+struct TensorInfo {
+    dtype: String,
+    shape: Vec<usize>,
+    data_offsets: (u64, u64),
+}
+
+impl StoredPrefix {
+    /// Opens an entry and checks its header, key and tokens.
+    fn open(path: &Path, key: &str, tokens: &[u32]) -> Result<Self> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let file_len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        let mut n = [0u8; 8];
+        file.read_exact_at(&mut n, 0)
+            .map_err(|e| Error::io(path, e))?;
+        let header_len = u64::from_le_bytes(n);
+        if header_len > MAX_HEADER_BYTES || 8 + header_len > file_len {
+            return Err(Error::invalid_input(format!(
+                "a header of {header_len} bytes in a file of {file_len}"
+            )));
+        }
+        let mut header = vec![0u8; header_len as usize];
+        file.read_exact_at(&mut header, 8)
+            .map_err(|e| Error::io(path, e))?;
+        let mut raw: HashMap<String, serde_json::Value> = serde_json::from_slice(&header)
+            .map_err(|e| Error::invalid_input_caused("its header", e))?;
+        raw.remove("__metadata__");
+        let tensors = raw
+            .into_iter()
+            .map(|(name, info)| {
+                let info: TensorInfo = serde_json::from_value(info)
+                    .map_err(|e| Error::invalid_input_caused(format!("tensor {name:?}"), e))?;
+                Ok((name, info))
+            })
+            .collect::<Result<HashMap<_, _>>>()?;
+        let n_layers = (0..)
+            .take_while(|i| {
+                tensors.contains_key(&format!("k.{i}")) && tensors.contains_key(&format!("v.{i}"))
+            })
+            .count();
+        if n_layers == 0 || tensors.len() != 3 + 2 * n_layers {
+            return Err(Error::invalid_input(
+                "its tensors are not key, tokens, next_position, k.0, v.0, …",
+            ));
+        }
+        let mut prefix = StoredPrefix {
+            file,
+            data_start: 8 + header_len,
+            data_len: file_len - 8 - header_len,
+            tensors,
+            next_position: Vec::new(),
+            n_layers,
+        };
+        if prefix.tensor("key")?.to_vec1::<u8>()? != key.as_bytes() {
+            return Err(Error::invalid_input("it was kept for another setup"));
+        }
+        if prefix.tensor("tokens")?.to_vec1::<u32>()? != tokens {
+            return Err(Error::invalid_input("it was kept for other tokens"));
+        }
+        prefix.next_position = prefix.tensor("next_position")?.to_vec1::<u32>()?;
+        Ok(prefix)
     }
-    if take("tokens")?.to_vec1::<u32>()? != tokens {
-        return Err(Error::invalid_input("it was kept for other tokens"));
+
+    /// Reads one tensor, its size checked against its type and shape and the file.
+    fn tensor(&self, name: &str) -> Result<Tensor> {
+        let info = self
+            .tensors
+            .get(name)
+            .ok_or_else(|| Error::invalid_input(format!("it has no tensor {name:?}")))?;
+        let dtype = match info.dtype.as_str() {
+            "F32" => DType::F32,
+            "F16" => DType::F16,
+            "BF16" => DType::BF16,
+            "U32" => DType::U32,
+            "U8" => DType::U8,
+            other => {
+                return Err(Error::invalid_input(format!(
+                    "tensor {name:?} is of type {other}"
+                )))
+            }
+        };
+        let (start, end) = info.data_offsets;
+        let elements = info.shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+        let bytes = elements.and_then(|n| n.checked_mul(dtype.size_in_bytes()));
+        if start > end || end > self.data_len || bytes != Some((end - start) as usize) {
+            return Err(Error::invalid_input(format!(
+                "tensor {name:?}: {:?} {:?} does not fit bytes {start}..{end} of {}",
+                info.dtype, info.shape, self.data_len
+            )));
+        }
+        let mut data = vec![0u8; (end - start) as usize];
+        self.file
+            .read_exact_at(&mut data, self.data_start + start)
+            .map_err(|e| Error::invalid_input_caused(format!("reading tensor {name:?}"), e))?;
+        Ok(Tensor::from_raw_buffer(
+            &data,
+            dtype,
+            &info.shape,
+            &Device::Cpu,
+        )?)
     }
-    let next_position = take("next_position")?.to_vec1::<u32>()?;
-    let mut layers = Vec::new();
-    while let (Ok(k), Ok(v)) = (
-        take(&format!("k.{}", layers.len())),
-        take(&format!("v.{}", layers.len())),
-    ) {
-        layers.push((k, v));
+}
+
+impl KvSource for StoredPrefix {
+    fn next_position(&self) -> &[u32] {
+        &self.next_position
     }
-    if !tensors.is_empty() || layers.is_empty() {
-        return Err(Error::invalid_input("its layers are not k.0, v.0, k.1, …"));
+
+    fn n_layers(&self) -> usize {
+        self.n_layers
     }
-    Ok(KvPrefix {
-        layers,
-        next_position,
-    })
+
+    fn layer(&mut self, i: usize) -> Result<(Tensor, Tensor)> {
+        Ok((
+            self.tensor(&format!("k.{i}"))?,
+            self.tensor(&format!("v.{i}"))?,
+        ))
+    }
 }
 
 /// A file in words: its path, size and modification time, and with `sampled` a hash of its
@@ -251,4 +364,142 @@ fn bytes_tensor(bytes: &[u8]) -> Result<Tensor> {
 
 fn u32_tensor(values: &[u32]) -> Result<Tensor> {
     Ok(Tensor::from_slice(values, values.len(), &Device::Cpu)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prefix(layers: usize, len: usize) -> Result<KvPrefix> {
+        let layer = |i: usize| -> Result<(Tensor, Tensor)> {
+            let k = Tensor::arange(0f32, (2 * len * 4) as f32, &Device::Cpu)?
+                .affine(1.0, i as f64)?
+                .reshape((1, 2, len, 4))?;
+            Ok((k.clone(), k.neg()?))
+        };
+        Ok(KvPrefix {
+            layers: (0..layers).map(layer).collect::<Result<_>>()?,
+            next_position: (1..=len as u32).collect(),
+        })
+    }
+
+    fn store(dir: &Path, setup: &str) -> PrefixStore {
+        PrefixStore {
+            dir: dir.to_path_buf(),
+            setup: setup.into(),
+        }
+    }
+
+    /// Every layer of `p`, or the first error.
+    fn read_all(p: &mut StoredPrefix) -> Result<Vec<(Tensor, Tensor)>> {
+        (0..p.n_layers()).map(|i| p.layer(i)).collect()
+    }
+
+    #[test]
+    fn an_entry_reads_back_as_written_and_only_for_its_setup_and_tokens() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let tokens = [5u32, 6, 7];
+        let kept = prefix(3, 3)?;
+        store(dir.path(), "a").save(&tokens, &kept)?;
+        let mut back = store(dir.path(), "a")
+            .load(&tokens)
+            .ok_or_else(|| Error::internal("no entry"))?;
+        assert_eq!(back.next_position(), &kept.next_position[..]);
+        for (i, (k, v)) in read_all(&mut back)?.iter().enumerate() {
+            let flat = |t: &Tensor| t.flatten_all()?.to_vec1::<f32>();
+            assert_eq!(k.dims(), kept.layers[i].0.dims());
+            assert_eq!(flat(k)?, flat(&kept.layers[i].0)?);
+            assert_eq!(flat(v)?, flat(&kept.layers[i].1)?);
+        }
+        assert!(store(dir.path(), "b").load(&tokens).is_none());
+        assert!(store(dir.path(), "a").load(&tokens[..2]).is_none());
+        Ok(())
+    }
+
+    #[test]
+    fn damaged_entries_are_misses_or_errors_never_panics() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let tokens = [1u32, 2];
+        let s = store(dir.path(), "a");
+        s.save(&tokens, &prefix(2, 2)?)?;
+        let (path, _) = s.entry(&tokens);
+        let good = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        let mut n = [0u8; 8];
+        n.copy_from_slice(&good[..8]);
+        let header_len = u64::from_le_bytes(n) as usize;
+        let header = String::from_utf8_lossy(&good[8..8 + header_len]).into_owned();
+        let data = &good[8 + header_len..];
+        let with_header = |h: &str| {
+            let mut b = (h.len() as u64).to_le_bytes().to_vec();
+            b.extend_from_slice(h.as_bytes());
+            b.extend_from_slice(data);
+            b
+        };
+        let mut corpus: Vec<Vec<u8>> = vec![Vec::new()];
+        for cut in [
+            1,
+            7,
+            8,
+            9,
+            8 + header_len / 2,
+            8 + header_len,
+            good.len() - 1,
+        ] {
+            corpus.push(good[..cut].to_vec());
+        }
+        for n in [0u64, u64::MAX, MAX_HEADER_BYTES + 1, good.len() as u64] {
+            let mut b = good.clone();
+            b[..8].copy_from_slice(&n.to_le_bytes());
+            corpus.push(b);
+        }
+        let first_offsets = header
+            .find("\"data_offsets\":[")
+            .ok_or_else(|| Error::internal("no offsets"))?;
+        for (from, to) in [
+            ("\"F32\"", "\"F64\""),
+            ("\"data_offsets\":[", "\"data_offsets\":[99999999,"),
+            ("\"shape\":[", "\"shape\":[1099511627776,1099511627776,"),
+            ("\"shape\":[", "\"shape\":[0,"),
+            (
+                "{",
+                "{\"extra\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]},",
+            ),
+            ("\"next_position\"", "\"next_positions\""),
+            ("\"k.1\"", "\"k.7\""),
+        ] {
+            corpus.push(with_header(&header.replacen(from, to, 1)));
+        }
+        corpus.push(with_header(&header[..first_offsets]));
+        corpus.push(with_header("[]"));
+        for bytes in corpus {
+            std::fs::write(&path, &bytes).map_err(|e| Error::io(&path, e))?;
+            if let Some(mut p) = s.load(&tokens) {
+                // Readable header, key and tokens: the layers either read whole or fail.
+                if let Ok(layers) = read_all(&mut p) {
+                    assert_eq!(layers.len(), 2);
+                }
+            } else {
+                assert!(!path.exists(), "a broken entry is removed");
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn the_directory_keeps_the_most_recent_entries() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
+        let s = store(dir.path(), "a");
+        for t in 0..MAX_ENTRIES as u32 + 3 {
+            s.save(&[t], &prefix(1, 1)?)?;
+            // Modification times must differ for the order to be known.
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let left = std::fs::read_dir(dir.path())
+            .map_err(|e| Error::io(dir.path(), e))?
+            .count();
+        assert_eq!(left, MAX_ENTRIES);
+        assert!(s.load(&[0]).is_none(), "the oldest went first");
+        assert!(s.load(&[MAX_ENTRIES as u32 + 2]).is_some());
+        Ok(())
+    }
 }

@@ -262,7 +262,7 @@ impl VisionLanguageModel for Interruptible<'_> {
         self.model.kv_prefix(len)
     }
 
-    fn restore_kv_prefix(&mut self, prefix: &crate::model::KvPrefix) -> Result<()> {
+    fn restore_kv_prefix(&mut self, prefix: &mut dyn crate::model::KvSource) -> Result<()> {
         self.model.restore_kv_prefix(prefix)
     }
 }

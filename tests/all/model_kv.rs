@@ -263,10 +263,10 @@ fn a_kv_prefix_kept_on_disk_continues_bit_for_bit() -> Result<()> {
 
     // Another model instance restores it and continues to the same logits, bit for bit.
     let mut other = load("tiny-a", Variant::Safetensors)?;
-    let loaded = store
+    let mut loaded = store
         .load(system)
         .ok_or_else(|| anyhow::anyhow!("the entry just kept is found"))?;
-    other.restore_kv_prefix(&loaded)?;
+    other.restore_kv_prefix(&mut loaded)?;
     assert_eq!(other.cache_len(), split);
     assert_eq!(
         other.next_text_position(),
@@ -281,16 +281,18 @@ fn a_kv_prefix_kept_on_disk_continues_bit_for_bit() -> Result<()> {
     assert!(elsewhere.load(system).is_none());
 
     // A prefix that does not fit the model is refused and leaves the cache empty.
-    let mut wrong = loaded.clone();
+    let mut wrong = prefix.clone();
     wrong.layers.pop();
-    ensure!(other.restore_kv_prefix(&wrong).is_err());
+    ensure!(other.restore_kv_prefix(&mut wrong).is_err());
     assert_eq!(other.cache_len(), 0);
-    let mut wrong = loaded.clone();
-    wrong.layers[0].0 = wrong.layers[0].0.narrow(1, 0, 1)?;
-    ensure!(other.restore_kv_prefix(&wrong).is_err());
-    let mut wrong = loaded;
+    let mut wrong = prefix.clone();
+    let last = wrong.layers.len() - 1;
+    wrong.layers[last].0 = wrong.layers[last].0.narrow(1, 0, 1)?;
+    ensure!(other.restore_kv_prefix(&mut wrong).is_err());
+    assert_eq!(other.cache_len(), 0);
+    let mut wrong = prefix;
     wrong.next_position[0] = 7;
-    ensure!(other.restore_kv_prefix(&wrong).is_err());
+    ensure!(other.restore_kv_prefix(&mut wrong).is_err());
     assert_eq!(other.cache_len(), 0);
     Ok(())
 }

@@ -78,7 +78,7 @@ use tokenizers::Tokenizer;
 use crate::error::{Error, Result};
 use crate::model::kv_cache::KvCache;
 use crate::model::weights::LoadOptions;
-use crate::model::{EncodedImage, KvPrefix, PreprocessedImage, VisionLanguageModel};
+use crate::model::{EncodedImage, KvPrefix, KvSource, PreprocessedImage, VisionLanguageModel};
 use crate::tokenizer::SpecialTokens;
 
 pub use checkpoint::{ModelInfo, WeightSource};
@@ -508,42 +508,41 @@ impl VisionLanguageModel for Qwen3Vl {
         }))
     }
 
-    fn restore_kv_prefix(&mut self, prefix: &KvPrefix) -> Result<()> {
+    fn restore_kv_prefix(&mut self, prefix: &mut dyn KvSource) -> Result<()> {
         self.free_cache();
-        let t = &self.cfg.text;
-        let want = (1, t.num_key_value_heads, prefix.len(), t.head_dim);
-        for (k, v) in &prefix.layers {
-            for x in [k, v] {
-                if x.dims4()? != want || x.dtype() != self.dtype {
-                    return Err(Error::invalid_input(format!(
-                        "a KV prefix of {:?} {:?} for a model whose cache is {want:?} {:?}",
-                        x.dims(),
-                        x.dtype(),
-                        self.dtype
-                    )));
-                }
-            }
-        }
         // One past the largest position after each token: at least 1, never falling, and
         // never past a token count (an image's run advances it by less than its length).
-        let np = &prefix.next_position;
+        let np = prefix.next_position().to_vec();
         let sane = np
             .iter()
             .enumerate()
             .all(|(i, &p)| p >= 1 && p as usize <= i + 1 && (i == 0 || np[i - 1] <= p));
-        if !sane {
+        if !sane || np.is_empty() {
             return Err(Error::invalid_input(
                 "a KV prefix whose positions no prompt can have",
             ));
         }
-        let on_device = |x: &Tensor| x.to_device(&self.device);
-        let layers = prefix
-            .layers
-            .iter()
-            .map(|(k, v)| Ok((on_device(k)?, on_device(v)?)))
-            .collect::<Result<Vec<_>>>()?;
-        self.cache.restore(&layers)?;
-        self.next_position = prefix.next_position.clone();
+        let t = &self.cfg.text;
+        let want = (1, t.num_key_value_heads, np.len(), t.head_dim);
+        let (dtype, device) = (self.dtype, self.device.clone());
+        let restored = self.cache.restore(prefix.n_layers(), |i| {
+            let (k, v) = prefix.layer(i)?;
+            for x in [&k, &v] {
+                if x.dims4()? != want || x.dtype() != dtype {
+                    return Err(Error::invalid_input(format!(
+                        "a KV prefix of {:?} {:?} for a model whose cache is {want:?} {dtype:?}",
+                        x.dims(),
+                        x.dtype()
+                    )));
+                }
+            }
+            Ok((k.to_device(&device)?, v.to_device(&device)?))
+        });
+        if let Err(e) = restored {
+            self.free_cache();
+            return Err(e);
+        }
+        self.next_position = np;
         Ok(())
     }
 }
