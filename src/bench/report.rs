@@ -330,14 +330,9 @@ fn stage_rows(s: &mut String, b: &StageTimes) {
     }
     let _ = writeln!(
         s,
-        "  ({} prompt tokens fed, {} reused{}, {} generated, {} forced, {} forward passes{})",
+        "  ({} prompt tokens fed, {}, {} generated, {} forced, {} forward passes{})",
         b.prefill_new,
-        b.prefill_reused,
-        if b.prefill_from_disk > 0 {
-            format!(" ({} from disk)", b.prefill_from_disk)
-        } else {
-            String::new()
-        },
+        b.reused_words(),
         b.generated,
         b.forced,
         b.forward_passes,

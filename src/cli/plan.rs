@@ -298,15 +298,10 @@ fn print_stats(planner: &LocalPlanner, s: &TurnStats) {
     );
     let _ = writeln!(
         err,
-        "prefill    {:>9.1} ms  {} new tokens, {} reused{}",
+        "prefill    {:>9.1} ms  {} new tokens, {}",
         ms(s.prefill),
         s.prefill_new,
-        s.prefill_reused,
-        if s.prefill_from_disk > 0 {
-            format!(" ({} from disk)", s.prefill_from_disk)
-        } else {
-            String::new()
-        }
+        s.stage_times().reused_words()
     );
     let _ = writeln!(
         err,

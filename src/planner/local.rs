@@ -282,6 +282,17 @@ pub struct StageTimes {
     pub thought: Option<String>,
 }
 
+impl StageTimes {
+    /// The reused prompt tokens in words: `N reused`, then `(M from disk)` when the system
+    /// prompt was read from the [`PrefixStore`].
+    pub fn reused_words(&self) -> String {
+        match self.prefill_from_disk {
+            0 => format!("{} reused", self.prefill_reused),
+            n => format!("{} reused ({n} from disk)", self.prefill_reused),
+        }
+    }
+}
+
 impl TurnStats {
     /// The stage times and counts as data.
     pub fn stage_times(&self) -> StageTimes {
@@ -455,7 +466,10 @@ impl LocalPlanner {
                     candle_core::utils::get_num_threads()
                 );
                 let weights = options.source.weight_files();
-                Some(PrefixStore::new(dir.clone(), &weights, &settings)?)
+                // The store only saves time: without the fingerprints it works without it.
+                PrefixStore::new(dir.clone(), &weights, &settings)
+                    .map_err(|e| tracing::warn!("the system prompt stays in memory only: {e}"))
+                    .ok()
             }
             None => None,
         };

@@ -68,7 +68,8 @@ pub struct PrefixStore {
 impl PrefixStore {
     /// The store in `dir` for a model of `weights` run with `settings` (device, type,
     /// quantization, threads, in words). Reads the fingerprints of the weight files and of
-    /// the running executable; an unreadable weight file is an error.
+    /// the running executable; one that cannot be read is an error (the planner then runs
+    /// without a store).
     pub fn new(dir: PathBuf, weights: &[PathBuf], settings: &str) -> Result<Self> {
         let mut setup = String::new();
         for file in weights {

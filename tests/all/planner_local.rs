@@ -72,6 +72,23 @@ fn view(n_elements: usize, capabilities: &[&str]) -> PlanningView {
 
 /// A planner over a scripted model that steers toward `target` once the turn's prompt is fed.
 fn steered_planner(target: &str, goal: &str, v: &PlanningView) -> Result<LocalPlanner> {
+    steered_planner_with(
+        target,
+        goal,
+        v,
+        PlannerOptions::new(ModelSource::Safetensors {
+            dir: fixtures().join("tiny-a"),
+        }),
+    )
+}
+
+/// [`steered_planner`] with `options`.
+fn steered_planner_with(
+    target: &str,
+    goal: &str,
+    v: &PlanningView,
+    options: PlannerOptions,
+) -> Result<LocalPlanner> {
     let tokenizer = load_tokenizer(&fixtures().join("tokenizer.json.gz"))?;
     let env = TokenEnv::from_tokenizer(&tokenizer, QWEN_LOGITS)?;
     let renderer = PromptRenderer::new(
@@ -100,9 +117,6 @@ fn steered_planner(target: &str, goal: &str, v: &PlanningView) -> Result<LocalPl
             prompt_len,
         },
     )?;
-    let options = PlannerOptions::new(ModelSource::Safetensors {
-        dir: fixtures().join("tiny-a"),
-    });
     Ok(LocalPlanner::from_parts(
         Box::new(model),
         tokenizer,
@@ -476,5 +490,32 @@ fn the_system_prompt_kept_on_disk_starts_a_new_planner_past_it() -> Result<()> {
     // Nothing but entries is left behind.
     let all = std::fs::read_dir(store.path())?.count();
     assert_eq!(all, 2);
+    Ok(())
+}
+
+#[test]
+fn a_store_without_its_fingerprints_leaves_the_planner_working_without_it() -> Result<()> {
+    let store = tempfile::tempdir()?;
+    // Weight files that cannot be fingerprinted (the model came from elsewhere).
+    let mut options = PlannerOptions::new(ModelSource::Gguf {
+        text: store.path().join("gone.gguf"),
+        mmproj: store.path().join("mmproj-gone.gguf"),
+    });
+    options.prefix_cache = Some(store.path().join("prefix"));
+    let v = view(3, &[]);
+    let goal = "Open the second item";
+    let target = r#"{"kind":"fail","reason":"The item does not exist."}"#;
+    let planner = steered_planner_with(target, goal, &v, options)?;
+    let memory = serde_json::Value::Null;
+    let (mv, stats) = planner.plan(&Turn {
+        goal,
+        history: &[],
+        shared_memory: &memory,
+        view: &v,
+        screenshot: None,
+    })?;
+    assert_eq!(serde_json::to_string(&mv)?, target);
+    assert_eq!(stats.prefill_from_disk, 0);
+    ensure!(!store.path().join("prefix").exists());
     Ok(())
 }
