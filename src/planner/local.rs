@@ -32,7 +32,7 @@ use candle_core::Tensor;
 use cel_contracts::{AttemptRecord, DoneVerdict, NextMove, PlanProducer, PlanningView};
 use tokenizers::Tokenizer;
 
-use super::prefix_store::PrefixStore;
+use super::prefix_store::{PendingSave, PrefixStore};
 use crate::chat::{self, Role, Template};
 use crate::decode::{
     check_special_tokens, decode_answer, AnswerSpec, DecodeOptions, GrammarOptions, MoveSpec,
@@ -488,6 +488,7 @@ impl LocalPlanner {
             last_stats: TurnStats::default(),
             prefix_store,
             system_on_disk: false,
+            saving: None,
         };
         Ok(LocalPlanner {
             engine: Arc::new(Mutex::new(engine)),
@@ -696,8 +697,12 @@ struct Engine {
     last_stats: TurnStats,
     /// Where the system prompt's KV is kept between processes.
     prefix_store: Option<PrefixStore>,
-    /// Whether the store holds this planner's system prompt (read or written).
+    /// Whether the store holds this planner's system prompt (read, written or being
+    /// written).
     system_on_disk: bool,
+    /// The store's write of the system prompt, when one is under way (waited for when the
+    /// planner is dropped).
+    saving: Option<PendingSave>,
 }
 
 impl Engine {
@@ -934,6 +939,10 @@ impl Engine {
     /// held (the cache is then the system prompt alone), or `None` on a miss (the cache is
     /// then empty if a restore failed, and as it was otherwise).
     fn system_from_disk(&mut self, system: &[u32]) -> Option<usize> {
+        // This planner's own write finishes before the store is read.
+        if let Some(saving) = self.saving.take() {
+            saving.wait();
+        }
         let store = self.prefix_store.as_ref()?;
         let mut prefix = store.load(system)?;
         self.cached = CachedPrompt::default();
@@ -949,25 +958,24 @@ impl Engine {
     }
 
     /// Writes the system prompt's KV (the cache's first `system_len` positions) to the
-    /// store. A failure costs the next process the prefill, nothing else: it is logged.
+    /// store, in the background: the turn goes on to decode. A failure costs the next
+    /// process the prefill, nothing else: it is logged, and not tried again.
     fn keep_system_on_disk(&mut self, system_len: usize) {
         let Some(store) = &self.prefix_store else {
             return;
         };
-        let kept = self
-            .model
-            .kv_prefix(system_len)
-            .and_then(|prefix| match prefix {
-                Some(prefix) => store
-                    .save(&self.cached.tokens[..system_len], &prefix)
-                    .map(|()| true),
-                None => Ok(false),
-            });
-        match kept {
-            Ok(kept) => self.system_on_disk = kept,
+        let saving = self.model.kv_prefix(system_len).and_then(|prefix| {
+            prefix
+                .map(|prefix| store.save_in_background(&self.cached.tokens[..system_len], prefix))
+                .transpose()
+        });
+        match saving {
+            Ok(saving) => {
+                self.system_on_disk = saving.is_some();
+                self.saving = saving;
+            }
             Err(e) => {
                 tracing::warn!(store = %store.dir().display(), "the system prompt's KV was not kept: {e}");
-                // Not tried again by this planner.
                 self.system_on_disk = true;
             }
         }

@@ -442,13 +442,14 @@ fn the_system_prompt_kept_on_disk_starts_a_new_planner_past_it() -> Result<()> {
         (0, 0),
         "{cold:?}"
     );
-    assert_eq!(store_entries(store.path())?.len(), 1);
     let (_, warm) = first.plan(&turn(1))?;
     ensure!(
         warm.prefill_reused >= system_len && warm.prefill_from_disk == 0,
         "{warm:?}"
     );
+    // The entry is written in the background; dropping the planner waits for it.
     drop(first);
+    assert_eq!(store_entries(store.path())?.len(), 1);
 
     // A new planner reads it from disk and feeds the rest of the same prompt (the exact
     // round trip of the KV is `model_kv::a_kv_prefix_kept_on_disk_continues_bit_for_bit`).
