@@ -892,7 +892,8 @@ impl Engine {
                 "a prompt with nothing after its system run",
             ));
         }
-        // The prefill's time includes reading the system prompt from disk or writing it.
+        // The prefill's time includes reading the system prompt from disk, and starting its
+        // write (the copy to host memory; the write itself runs beside the decode).
         let started = Instant::now();
         let mut cached = if self.model.cache_len() >= self.cached.len() {
             self.cached.common_prefix(prompt)
