@@ -35,8 +35,8 @@ use tokenizers::Tokenizer;
 use super::prefix_store::{PendingSave, PrefixStore};
 use crate::chat::{self, Role, Template};
 use crate::decode::{
-    check_special_tokens, decode_answer, AnswerSpec, DecodeOptions, GrammarOptions, MoveSpec,
-    Sampling, TokenEnv,
+    check_special_tokens, decode_answer, AnswerSpec, DecodeOptions, Grammar, GrammarOptions,
+    MoveSpec, Sampling, TokenEnv,
 };
 use crate::error::{Error, Result};
 use crate::image::{preprocess_bytes, PreprocessConfig};
@@ -236,6 +236,10 @@ pub struct TurnStats {
     pub decode: Duration,
     /// Grammar compile, masks and commits.
     pub grammar: Duration,
+    /// Whether the last turn's compiled grammar served this one (the same elements and
+    /// options: a step that left the screen's elements as they were), its lexer states
+    /// already built by the last decode.
+    pub grammar_reused: bool,
     /// The whole turn.
     pub total: Duration,
     /// What the prompt clipped, summarized or left out to respect its caps and the
@@ -489,6 +493,7 @@ impl LocalPlanner {
             prefix_store,
             system_on_disk: false,
             saving: None,
+            last_grammar: None,
         };
         Ok(LocalPlanner {
             engine: Arc::new(Mutex::new(engine)),
@@ -703,6 +708,8 @@ struct Engine {
     /// The store's write of the system prompt, when one is under way (waited for when the
     /// planner is dropped).
     saving: Option<PendingSave>,
+    /// The last turn's answer grammar and its spec.
+    last_grammar: Option<(AnswerSpec, Grammar)>,
 }
 
 impl Engine {
@@ -744,7 +751,7 @@ impl Engine {
             self.renderer.dialect(),
             self.renderer.template(),
         )?;
-        let grammar = spec.grammar(&self.env)?;
+        let grammar = self.grammar_for(&spec)?;
         self.last_stats.grammar += t.elapsed();
         self.last_prompt = prompt_text(
             self.renderer.system_text(),
@@ -768,6 +775,23 @@ impl Engine {
         self.last_stats.thought = decoded.thought;
         self.last_stats.total = start.elapsed();
         Ok(decoded.next_move)
+    }
+
+    /// The grammar of `spec`: the last turn's when the spec is the same, else compiled. A
+    /// compiled grammar builds its lexer's states as decodes first reach them (the first
+    /// decode's sampled tokens took two to three times as long in the grammar as a second
+    /// decode's on the 2B bench), and a grammar is a pure function of its spec and the
+    /// token environment, so reusing it changes nothing but the time.
+    fn grammar_for(&mut self, spec: &AnswerSpec) -> Result<Grammar> {
+        if let Some((last, grammar)) = &self.last_grammar {
+            if last == spec {
+                self.last_stats.grammar_reused = true;
+                return Ok(grammar.clone());
+            }
+        }
+        let grammar = spec.grammar(&self.env)?;
+        self.last_grammar = Some((spec.clone(), grammar.clone()));
+        Ok(grammar)
     }
 
     /// Feed the grader's prompt (the agent's system and screen runs, then the grader's

@@ -312,6 +312,42 @@ fn verify_done_reuses_its_own_prefix_and_the_encoded_screenshot() -> Result<()> 
     Ok(())
 }
 
+#[test]
+fn a_turn_with_the_same_elements_reuses_the_compiled_grammar() -> Result<()> {
+    let planner = tiny_planner(None)?;
+    let screens = screens()?;
+    let memory = serde_json::Value::Null;
+    let (three, four) = (view(3, &[]), view(4, &[]));
+    let turn = |v: &PlanningView, screen: usize| -> Result<_> {
+        Ok(planner.plan(&Turn {
+            goal: "Open the settings window",
+            history: &[],
+            shared_memory: &memory,
+            view: v,
+            screenshot: Some(screens[screen].as_slice()),
+        })?)
+    };
+    let (first_move, first) = turn(&three, 0)?;
+    assert!(!first.grammar_reused, "{first:?}");
+    // Another screenshot, the same elements: the same grammar, and the same greedy move on
+    // the same screen as a fresh compile gives.
+    let (_, other_screen) = turn(&three, 1)?;
+    assert!(other_screen.grammar_reused, "{other_screen:?}");
+    let (again_move, again) = turn(&three, 0)?;
+    assert!(again.grammar_reused, "{again:?}");
+    assert_eq!(
+        serde_json::to_value(&again_move)?,
+        serde_json::to_value(&first_move)?
+    );
+    // One more element is another grammar, and it targets the new element's id.
+    let (mv, more) = turn(&four, 0)?;
+    assert!(!more.grammar_reused, "{more:?}");
+    MoveSpec::new(&four, &GrammarOptions::default())?
+        .check(&mv)
+        .map_err(|e| anyhow::anyhow!("{e}: {mv:?}"))?;
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_calls_through_the_async_contract_wait_their_turn() -> Result<()> {
     let planner = Arc::new(tiny_planner(None)?);
