@@ -81,8 +81,9 @@ pub struct MachineReport {
     /// The eight-row kernels Q4_K and Q6_K matmuls run on instead of candle's, when this
     /// CPU has them (`AVX2` or `AVX-512 VNNI`).
     pub q4k_q6k_kernels: Option<String>,
-    /// Rows from which products with the other quantized types run widened to f32
-    /// instead of on candle's kernels (where the quantized tier is AVX2).
+    /// Rows from which products with the other quantized types leave candle's kernels
+    /// (where the quantized tier is AVX2): Q8_0 for the eight-row kernel laid out per
+    /// call, the rest widened to f32.
     pub other_types_widened_from_rows: Option<usize>,
     /// Warnings about the build against this CPU: a forced path the CPU lacks, features
     /// the CPU has that nothing in this build uses.
@@ -472,7 +473,9 @@ impl BenchReport {
                     "Q4_K/Q6_K on Sightline's eight-row {k} kernels, other types candle's {}{}",
                     mc.candle_quantized_kernels,
                     match mc.other_types_widened_from_rows {
-                        Some(rows) => format!(" (widened to f32 from {rows} rows)"),
+                        Some(rows) => format!(
+                            " (from {rows} rows: Q8_0 on the eight-row kernel, the rest widened to f32)"
+                        ),
                         None => String::new(),
                     }
                 ),

@@ -47,20 +47,24 @@ fn few_rows(
     ))
 }
 
-/// Rows from which a quantized matrix that `rows8` does not lay out (Q8_0, Q5_K, …) is
-/// widened to f32 for the call on a CPU whose quantized tier is AVX2. candle's AVX2 int8
-/// kernels run those types at 16–23 GOP/s on many rows (4,888 × 1,024 × 4,096 Q8_0, the 2B
-/// vision tower's MLP, measured on a 2-core AMD EPYC Zen 3 VM), where widening the matrix
-/// (5–20 ms) and candle's f32 gemm run at 60–100 GFLOP/s; at 64 rows the two are level, so
-/// from 128 rows the widening wins by 2× or more. AVX-512 VNNI and AVX-VNNI keep candle's
+/// Rows from which a quantized matrix that `rows8` does not lay out at load (Q8_0, Q5_K,
+/// …) takes another route than candle's kernels on a CPU whose quantized tier is AVX2:
+/// Q8_0 is laid out in eight rows for the call and multiplied with int8 activations
+/// ([`Linear::q8_0_rows8_forward`]), other types are widened to f32. candle's AVX2 int8
+/// kernels run those types at 16–28 GOP/s on many rows (4,888 × 1,024 × 4,096 Q8_0, the
+/// 2B vision tower's MLP, measured on a 2-core AMD EPYC Zen 3 VM), where widening the
+/// matrix (5–20 ms) and candle's f32 gemm run at 60–150 GFLOP/s and the eight-row Q8_0
+/// kernel at 180 GOP/s; at 64 rows candle's kernels and the widening are level, so from
+/// 128 rows the other routes win by 2× or more. AVX-512 VNNI and AVX-VNNI keep candle's
 /// int8 kernels (on AVX-512 VNNI they ran the vision tower at 45–52% of the f32 peak).
 pub(crate) const WIDEN_FROM_ROWS: usize = 128;
 
-/// The largest matrix widened (elements: 128 MiB of f32); a larger one (an output head)
-/// keeps candle's kernels rather than a transient that size.
+/// The largest matrix widened or laid out for a call (elements: 128 MiB of f32); a
+/// larger one (an output head) keeps candle's kernels rather than a transient that size.
 const WIDEN_MAX_ELEMENTS: usize = 32 << 20;
 
-/// Whether `q` applied to `m` rows on the CPU is widened to f32 (see [`WIDEN_FROM_ROWS`]).
+/// Whether `q` applied to `m` rows on the CPU is widened to f32, or for Q8_0 laid out
+/// in eight rows, for the call (see [`WIDEN_FROM_ROWS`]).
 fn widens(q: &QTensor, m: usize, on_cpu: bool) -> bool {
     on_cpu
         && m >= WIDEN_FROM_ROWS
@@ -82,12 +86,15 @@ pub struct Linear {
 
 impl Linear {
     /// Wrap an already loaded matrix. On a CPU where `rows8` has kernels (AVX2 or
-    /// AVX-512 VNNI tier) a Q4_K or Q6_K matrix is laid out for them here, once.
+    /// AVX-512 VNNI tier) a Q4_K or Q6_K matrix is laid out for them here, once. A Q8_0
+    /// matrix is not: it is laid out only for calls on many rows (see
+    /// [`WIDEN_FROM_ROWS`]), so a vision tower's weights stay resident only while an
+    /// image is encoded, and its one-row products stay candle's.
     pub fn new(weight: QMatMul, bias: Option<Tensor>, dtype: DType) -> Self {
         let rows8 = match &weight {
             // A matrix the layout cannot hold (or a failed read of a CPU tensor's
             // bytes, which does not happen) keeps candle's kernels: slower, same answer.
-            QMatMul::QTensor(q) => {
+            QMatMul::QTensor(q) if matches!(q.dtype(), GgmlDType::Q4K | GgmlDType::Q6K) => {
                 rows8::kernel().and_then(|k| Rows8::from_qtensor(q, k).ok().flatten())
             }
             _ => None,
@@ -151,9 +158,13 @@ impl Linear {
             QMatMul::QTensor(_) if self.rows8.is_some() => {
                 return Ok(Self::rows8_forward(&[self], xs)?.remove(0))
             }
-            QMatMul::QTensor(q) if widens(q, rows(xs), xs.device().is_cpu()) => self
-                .widened_forward(q, xs, DType::F32)?
-                .to_dtype(self.dtype)?,
+            QMatMul::QTensor(q) if widens(q, rows(xs), xs.device().is_cpu()) => {
+                match self.q8_0_rows8_forward(q, xs)? {
+                    Some(ys) => ys,
+                    None => self.widened_forward(q, xs, DType::F32)?,
+                }
+                .to_dtype(self.dtype)?
+            }
             QMatMul::QTensor(_) => self.quantized_forward(xs)?,
             // Half-precision weights kept as stored on the CPU: widened for this call.
             QMatMul::Tensor(w) if w.dtype() != xs.dtype() => {
@@ -176,6 +187,31 @@ impl Linear {
             pages.release();
         }
         Ok(ys)
+    }
+
+    /// `xs @ qᵀ` (f32) with a Q8_0 `q` laid out in eight rows for this call, its
+    /// activations quantized as GGML does for Q8_0: the same integer sums as candle's
+    /// kernels, at six times their speed and 1.2× the widened f32 gemm's on the vision
+    /// tower's MLP shape (`q8_0_vision_matmul_timing`). A mapped matrix's pages are
+    /// dropped after it. `None` for another type or a matrix the layout cannot hold (fewer
+    /// than 256 columns: it is widened).
+    fn q8_0_rows8_forward(&self, q: &QTensor, xs: &Tensor) -> Result<Option<Tensor>> {
+        if q.dtype() != GgmlDType::Q8_0 {
+            return Ok(None);
+        }
+        let Some(w) = Rows8::from_qtensor(q, rows8::Kernel::Avx2)? else {
+            return Ok(None);
+        };
+        let (m, mut dims) = (rows(xs), xs.dims().to_vec());
+        let x: Vec<f32> = xs.to_dtype(DType::F32)?.flatten_all()?.to_vec1()?;
+        let y = rows8::matmul(&[&w], &x, m)?.remove(0);
+        if let Some(pages) = &self.pages {
+            pages.release();
+        }
+        if let Some(last) = dims.last_mut() {
+            *last = w.rows();
+        }
+        Ok(Some(Tensor::from_vec(y, dims, xs.device())?))
     }
 
     fn add_bias(&self, ys: Tensor) -> Result<Tensor> {
@@ -280,25 +316,71 @@ mod tests {
         Ok(diff / b.abs()?.max_all()?.to_scalar::<f32>()?)
     }
 
-    /// A Q8_0 matrix on many rows gives the product with its dequantized values: exactly
-    /// that product where it is widened (an AVX2-tier CPU), within the rounding of the
-    /// activations to 8 bits where candle's int8 kernels run; on few rows candle's kernels
-    /// run everywhere.
+    /// A quantized matrix on few and many rows. Q8_0 gives candle's own product on every
+    /// route (on an AVX2-tier CPU from [`WIDEN_FROM_ROWS`] rows through the eight-row
+    /// layout: the same integer sums, in another float order), within the rounding of the
+    /// activations to 8 bits of the product with its values. Q5_K on many rows of an
+    /// AVX2-tier CPU is widened and gives that product exactly.
     #[test]
-    fn many_rows_of_a_q8_0_matrix_give_the_product_with_its_values() -> anyhow::Result<()> {
+    fn many_rows_of_a_quantized_matrix_give_the_product_with_its_values() -> anyhow::Result<()> {
         let (n, k) = (96, 256);
-        let w = Tensor::randn(0f32, 1.0, (n, k), &Device::Cpu)?;
-        let q = QTensor::quantize(&w, GgmlDType::Q8_0)?;
-        let exact_w = q.dequantize(&Device::Cpu)?;
-        let layer = Linear::new(QMatMul::QTensor(Arc::new(q)), None, DType::F32);
-        for m in [1, WIDEN_FROM_ROWS - 1, WIDEN_FROM_ROWS, 3 * WIDEN_FROM_ROWS] {
-            let x = Tensor::randn(0f32, 1.0, (m, k), &Device::Cpu)?;
-            let exact = x.matmul(&exact_w.t()?)?;
-            let r = rel(&layer.forward(&x)?, &exact)?;
-            let widened = m >= WIDEN_FROM_ROWS && rows8::kernel() == Some(rows8::Kernel::Avx2);
-            let tolerance = if widened { 1e-5 } else { 2e-2 };
-            anyhow::ensure!(r <= tolerance, "m={m}: rel {r} (widened: {widened})");
+        let avx2_tier = rows8::kernel() == Some(rows8::Kernel::Avx2);
+        for dtype in [GgmlDType::Q8_0, GgmlDType::Q5K] {
+            let w = Tensor::randn(0f32, 1.0, (n, k), &Device::Cpu)?;
+            let q = Arc::new(QTensor::quantize(&w, dtype)?);
+            let exact_w = q.dequantize(&Device::Cpu)?;
+            let candle = QMatMul::QTensor(q.clone());
+            let layer = Linear::new(QMatMul::QTensor(q), None, DType::F32);
+            for m in [1, WIDEN_FROM_ROWS - 1, WIDEN_FROM_ROWS, 3 * WIDEN_FROM_ROWS] {
+                let x = Tensor::randn(0f32, 1.0, (m, k), &Device::Cpu)?;
+                let ours = layer.forward(&x)?;
+                let exact = x.matmul(&exact_w.t()?)?;
+                let r = rel(&ours, &exact)?;
+                let widened = dtype == GgmlDType::Q5K && avx2_tier && m >= WIDEN_FROM_ROWS;
+                let tolerance = if widened { 1e-5 } else { 2e-2 };
+                anyhow::ensure!(
+                    r <= tolerance,
+                    "{dtype:?} m={m}: rel {r} (widened: {widened})"
+                );
+                if dtype == GgmlDType::Q8_0 {
+                    let r = rel(&ours, &candle.forward(&x)?)?;
+                    anyhow::ensure!(r <= 1e-5, "{dtype:?} m={m}: rel {r} to candle's kernels");
+                }
+            }
         }
+        Ok(())
+    }
+
+    /// The 2B vision tower's MLP input matmul (4,888 patch rows × 1,024 → 4,096) of a
+    /// Q8_0 matrix by each route this CPU has: the layer as it runs, the matrix widened to
+    /// f32 with candle's gemm, and candle's own int8 kernels; wall time with the pool's
+    /// threads, best of three, in GOP/s (a multiply-add counts two). Run optimized with
+    /// `--ignored --nocapture`.
+    #[test]
+    #[ignore = "measurement"]
+    fn q8_0_vision_matmul_timing() -> anyhow::Result<()> {
+        let (m, n, k) = (4888, 4096, 1024);
+        let w = Tensor::randn(0f32, 0.05, (n, k), &Device::Cpu)?;
+        let q = Arc::new(QTensor::quantize(&w, GgmlDType::Q8_0)?);
+        let x = Tensor::randn(0f32, 1.0, (m, k), &Device::Cpu)?;
+        let layer = Linear::new(QMatMul::QTensor(q.clone()), None, DType::F32);
+        let candle = QMatMul::QTensor(q.clone());
+        let best = |run: &dyn Fn() -> Result<Tensor>| -> anyhow::Result<f64> {
+            let mut best = f64::INFINITY;
+            for _ in 0..3 {
+                let t = std::time::Instant::now();
+                run()?;
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            Ok(2.0 * (m * n * k) as f64 / best / 1e9)
+        };
+        let as_run = best(&|| layer.forward(&x))?;
+        let widened = best(&|| layer.widened_forward(&q, &x, DType::F32))?;
+        let int8 = best(&|| Ok(candle.forward(&x)?))?;
+        println!(
+            "{m}×{k} @ {k}×{n} Q8_0: as the layer runs {as_run:.1} GOP/s; widened to f32 \
+             {widened:.1} GFLOP/s; candle's int8 kernels {int8:.1} GOP/s"
+        );
         Ok(())
     }
 }

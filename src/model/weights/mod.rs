@@ -51,14 +51,16 @@ pub use mapped::MappedPages;
 pub(crate) use safetensors::{open_shards, SafetensorsFiles};
 pub use source::{default_activation_dtype, LoadOptions, ModelSource, QUANTIZE_AT_LOAD_TYPES};
 
-/// The eight-row kernels Q4_K and Q6_K matmuls run on here instead of candle's (`AVX2`
+/// The eight-row kernels Q4_K and Q6_K matmuls (and on AVX2, Q8_0 on many rows) run on
+/// here instead of candle's (`AVX2`
 /// or `AVX-512 VNNI`), if any.
 pub fn eight_row_kernels() -> Option<&'static str> {
     rows8::kernel().map(rows8::Kernel::label)
 }
 
-/// The rows from which products with other quantized types are widened to f32 here
-/// (where the quantized tier is AVX2), if they are.
+/// The rows from which products with other quantized types leave candle's kernels here
+/// (where the quantized tier is AVX2): Q8_0 laid out in eight rows for the call, the
+/// rest widened to f32.
 pub fn other_types_widened_from_rows() -> Option<usize> {
     (rows8::kernel() == Some(rows8::Kernel::Avx2)).then_some(linear::WIDEN_FROM_ROWS)
 }

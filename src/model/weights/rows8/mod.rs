@@ -1,5 +1,6 @@
 //! Q4_K and Q6_K matrices laid out eight rows at a time, and their matmul kernels: the
-//! CPU path for those matmuls on every x86-64 CPU with AVX2, at each of candle's tiers:
+//! CPU path for those matmuls on every x86-64 CPU with AVX2, at each of candle's tiers
+//! (and at the AVX2 tier, Q8_0 matrices laid out for many-row products, `q80.rs`):
 //! AVX2 (no VNNI: AMD Zen 2/3, Intel before Ice Lake, and a run forced there with
 //! `SIGHTLINE_CPU_FEATURES=avx2`), AVX-VNNI (256-bit VNNI without AVX-512: Intel Alder
 //! Lake and later desktops and laptops) and AVX-512 VNNI (Intel Ice Lake and later Xeons,
@@ -41,6 +42,7 @@
 mod dot256;
 mod q4k;
 mod q6k;
+mod q80;
 mod shared;
 
 use std::sync::Arc;
@@ -58,9 +60,10 @@ use shared::{quantize_row, Q8Block, Q8_ZERO, QK_K, ROWS, TILE};
 enum Blocks {
     Q4K(Vec<q4k::Block>),
     Q6K(Vec<q6k::Block>),
+    Q80(Vec<q80::Block>),
 }
 
-/// A Q4_K or Q6_K matrix of `n` rows and `k` columns in the eight-row layout.
+/// A Q4_K, Q6_K or Q8_0 matrix of `n` rows and `k` columns in the eight-row layout.
 pub(crate) struct Rows8 {
     /// Row group `g`, block `b` at `g * k / 256 + b`.
     blocks: Blocks,
@@ -75,6 +78,7 @@ impl std::fmt::Debug for Rows8 {
         let kind = match self.blocks {
             Blocks::Q4K(_) => "Q4_K",
             Blocks::Q6K(_) => "Q6_K",
+            Blocks::Q80(_) => "Q8_0",
         };
         write!(f, "Rows8({kind}, {:?}, {}×{})", self.kernel, self.n, self.k)
     }
@@ -175,10 +179,16 @@ fn huge_pages(ptr: *mut u8, len: usize) {
 }
 
 impl Rows8 {
-    /// Lay out a CPU Q4_K or Q6_K matrix for `kernel`; `None` for anything else (another
-    /// type or device, rows not a multiple of eight, columns not whole blocks).
+    /// Lay out a CPU Q4_K or Q6_K matrix for `kernel`, or a Q8_0 one for
+    /// [`Kernel::Avx2`]; `None` for anything else (another type, family or device, rows
+    /// not a multiple of eight, columns not whole 256-value blocks).
     pub(crate) fn from_qtensor(q: &QTensor, kernel: Kernel) -> Result<Option<Arc<Self>>> {
-        if !matches!(q.dtype(), GgmlDType::Q4K | GgmlDType::Q6K) || !q.device().is_cpu() {
+        let laid_out = match q.dtype() {
+            GgmlDType::Q4K | GgmlDType::Q6K => true,
+            GgmlDType::Q8_0 => kernel == Kernel::Avx2,
+            _ => false,
+        };
+        if !laid_out || !q.device().is_cpu() {
             return Ok(None);
         }
         let Ok((n, k)) = q.shape().dims2() else {
@@ -193,9 +203,13 @@ impl Rows8 {
                 let stored = q4k::STORED_BYTES;
                 Blocks::Q4K(lay_out(&data, (n, k), stored, kernel, q4k::interleave)?)
             }
-            _ => {
+            GgmlDType::Q6K => {
                 let stored = q6k::STORED_BYTES;
                 Blocks::Q6K(lay_out(&data, (n, k), stored, kernel, q6k::interleave)?)
+            }
+            _ => {
+                let stored = q80::STORED_BYTES;
+                Blocks::Q80(lay_out(&data, (n, k), stored, kernel, q80::interleave)?)
             }
         };
         Ok(Some(Arc::new(Rows8 {
@@ -204,6 +218,14 @@ impl Rows8 {
             n,
             k,
         })))
+    }
+
+    /// How this matrix's activation rows are quantized.
+    fn activations(&self) -> Activations {
+        match self.blocks {
+            Blocks::Q4K(_) | Blocks::Q6K(_) => Activations::Q8K,
+            Blocks::Q80(_) => Activations::Q80,
+        }
     }
 
     /// Rows of the matrix (outputs of a matmul).
@@ -216,34 +238,50 @@ impl Rows8 {
         self.k
     }
 
-    /// Dot products of row group `g` with the first `count` (1 to [`TILE`]) of `rows`,
-    /// into `dst[i][r]`, with the kernels of `self.kernel`. Panics if a row of `rows` has
-    /// fewer than `k / 256` blocks or `g` is past the last group.
+    /// Dot products of row group `g` with activation rows `row0..row0 + count` (1 to
+    /// [`TILE`] rows) of `lhs`, into `dst[i][r]`, with the kernels of `self.kernel`.
+    /// Panics if `lhs` is not quantized as [`Rows8::activations`] says or holds fewer
+    /// rows, or `g` is past the last group.
     ///
     /// # Safety
     /// The CPU must run `self.kernel` ([`Kernel::runs_here`]); off x86-64 it runs none.
     unsafe fn group_dot(
         &self,
         g: usize,
-        rows: &[&[Q8Block]; TILE],
-        count: usize,
+        lhs: &Lhs,
+        (row0, count): (usize, usize),
         dst: &mut [[f32; ROWS]; TILE],
     ) {
         let kb = self.k / QK_K;
         let span = g * kb..(g + 1) * kb;
+        // The tile's rows; past `count`, the last row again (its results are not read).
+        fn tile<A>(lhs: &[A], kb: usize, row0: usize, count: usize) -> [&[A]; TILE] {
+            std::array::from_fn(|i| {
+                let row = row0 + i.min(count - 1);
+                &lhs[row * kb..(row + 1) * kb]
+            })
+        }
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the caller guarantees the CPU runs `self.kernel`, the family the
-        // blocks are laid out for.
+        // blocks are laid out for (Q8_0 only ever for AVX2).
         unsafe {
-            match &self.blocks {
-                Blocks::Q4K(b) => group_dot_on(self.kernel, &b[span], rows, count, dst),
-                Blocks::Q6K(b) => group_dot_on(self.kernel, &b[span], rows, count, dst),
+            match (&self.blocks, lhs) {
+                (Blocks::Q4K(b), Lhs::Q8K(x)) => {
+                    group_dot_on(self.kernel, &b[span], &tile(x, kb, row0, count), count, dst)
+                }
+                (Blocks::Q6K(b), Lhs::Q8K(x)) => {
+                    group_dot_on(self.kernel, &b[span], &tile(x, kb, row0, count), count, dst)
+                }
+                (Blocks::Q80(b), Lhs::Q80(x)) => {
+                    q80::group_dot(&b[span], &tile(x, kb, row0, count), count, dst)
+                }
+                _ => unreachable!("`matmul` quantizes the rows as its matrices need"),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
             // The caller's guarantee cannot hold off x86-64.
-            let _ = (span, rows, count, dst);
+            let _ = (span, lhs, row0, count, dst, tile::<u8>);
             unreachable!("the eight-row kernels run on x86-64 only")
         }
     }
@@ -292,40 +330,93 @@ unsafe fn group_dot_on<B: Kernels>(
 /// the group being read.
 const ACTIVATION_RUN_BYTES: usize = 256 << 10;
 
-/// `xs @ wᵀ` for each matrix of `mats` (all with `k` columns) and `m` rows of `xs`
-/// (row-major `m × k` f32): one `m × n` output per matrix. The rows are quantized once
-/// and every matrix runs in one parallel region (the decode step's q/k/v and gate/up).
-pub(crate) fn matmul(mats: &[&Rows8], xs: &[f32], m: usize) -> Result<Vec<Vec<f32>>> {
-    let Some(k) = mats.first().map(|w| w.k) else {
-        return Ok(Vec::new());
-    };
-    if mats.iter().any(|w| w.k != k || !w.kernel.runs_here()) || xs.len() != m * k {
-        return Err(Error::internal(format!(
-            "eight-row matmul of {} values as {m} rows of {k}",
-            xs.len()
-        )));
+/// How a matmul's activation rows are quantized: as GGML does for the matrix's type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Activations {
+    /// Q8_K (a scale per 256 values), for Q4_K and Q6_K.
+    Q8K,
+    /// Q8_0 (a scale per 32 values), for Q8_0.
+    Q80,
+}
+
+/// Quantized activation rows, `k / 256` blocks a row.
+enum Lhs {
+    Q8K(Vec<Q8Block>),
+    Q80(Vec<q80::Q80Block>),
+}
+
+impl Lhs {
+    /// Bytes of one 256-value block.
+    fn block_bytes(&self) -> usize {
+        match self {
+            Lhs::Q8K(_) => std::mem::size_of::<Q8Block>(),
+            Lhs::Q80(_) => std::mem::size_of::<q80::Q80Block>(),
+        }
     }
+}
+
+/// `m` rows of `k` values quantized by `quantize`, one row a worker (one row alone on
+/// this thread).
+///
+/// # Safety
+/// The CPU must have what `quantize` needs.
+unsafe fn quantize_rows<A: Copy + Send>(
+    xs: &[f32],
+    (m, k): (usize, usize),
+    zero: A,
+    quantize: unsafe fn(&[f32], &mut [A]),
+) -> Vec<A> {
     let kb = k / QK_K;
-    let mut lhs = vec![Q8_ZERO; m * kb];
-    let pool = candle_core::utils::barrier_pool();
+    let mut lhs = vec![zero; m * kb];
     if m == 1 {
-        // SAFETY: every family needs AVX2 and FMA, and the CPU runs the matrices'.
-        unsafe { quantize_row(xs, &mut lhs) };
+        // SAFETY: the caller guarantees what `quantize` needs.
+        unsafe { quantize(xs, &mut lhs) };
     } else {
         let rows: Vec<_> = lhs
             .chunks_mut(kb)
             .zip(xs.chunks(k))
             .map(std::sync::Mutex::new)
             .collect();
-        pool.execute_chunked(m, |range| {
+        candle_core::utils::barrier_pool().execute_chunked(m, |range| {
             for row in &rows[range] {
                 let Ok(mut row) = row.lock() else { continue };
                 let (out, x) = &mut *row;
                 // SAFETY: as for one row above.
-                unsafe { quantize_row(x, out) };
+                unsafe { quantize(x, out) };
             }
         });
     }
+    lhs
+}
+
+/// `xs @ wᵀ` for each matrix of `mats` (all with `k` columns and the same
+/// [`Activations`]) and `m` rows of `xs` (row-major `m × k` f32): one `m × n` output
+/// per matrix. The rows are quantized once and every matrix runs in one parallel region
+/// (the decode step's q/k/v and gate/up).
+pub(crate) fn matmul(mats: &[&Rows8], xs: &[f32], m: usize) -> Result<Vec<Vec<f32>>> {
+    let Some((k, activations)) = mats.first().map(|w| (w.k, w.activations())) else {
+        return Ok(Vec::new());
+    };
+    if mats
+        .iter()
+        .any(|w| w.k != k || w.activations() != activations || !w.kernel.runs_here())
+        || xs.len() != m * k
+    {
+        return Err(Error::internal(format!(
+            "eight-row matmul of {} values as {m} rows of {k}, matrices {mats:?}",
+            xs.len()
+        )));
+    }
+    let kb = k / QK_K;
+    // SAFETY: every family needs AVX2 and FMA, and the CPU runs the matrices'.
+    let lhs = unsafe {
+        match activations {
+            Activations::Q8K => Lhs::Q8K(quantize_rows(xs, (m, k), Q8_ZERO, quantize_row)),
+            Activations::Q80 => {
+                Lhs::Q80(quantize_rows(xs, (m, k), q80::Q80_ZERO, q80::quantize_row))
+            }
+        }
+    };
 
     let mut outs: Vec<Vec<f32>> = mats.iter().map(|w| vec![0f32; m * w.n]).collect();
     let out_ptrs: Vec<SendPtr<f32>> = outs.iter_mut().map(|o| SendPtr(o.as_mut_ptr())).collect();
@@ -333,8 +424,7 @@ pub(crate) fn matmul(mats: &[&Rows8], xs: &[f32], m: usize) -> Result<Vec<Vec<f3
     // order), and within a run every (matrix, row group), each taking the run's tiles
     // with the group's weights in L1. Over all activation rows at once, a 2,666-token
     // prefill streamed its 10 MB of activation blocks from L3 for every row group.
-    let run_rows =
-        (ACTIVATION_RUN_BYTES / (kb * std::mem::size_of::<Q8Block>()) / TILE).max(1) * TILE;
+    let run_rows = (ACTIVATION_RUN_BYTES / (kb * lhs.block_bytes()) / TILE).max(1) * TILE;
     let runs = m.div_ceil(run_rows);
     let mut first_group = vec![0usize];
     let mut groups = 0;
@@ -343,7 +433,7 @@ pub(crate) fn matmul(mats: &[&Rows8], xs: &[f32], m: usize) -> Result<Vec<Vec<f3
         first_group.push(groups);
     }
     let lhs = &lhs;
-    pool.execute_chunked(runs * groups, |range| {
+    candle_core::utils::barrier_pool().execute_chunked(runs * groups, |range| {
         for item in range {
             let (run, group) = (item / groups, item % groups);
             let mat = first_group.partition_point(|&f| f <= group) - 1;
@@ -352,13 +442,10 @@ pub(crate) fn matmul(mats: &[&Rows8], xs: &[f32], m: usize) -> Result<Vec<Vec<f3
             let run_end = m.min((run + 1) * run_rows);
             for row0 in (run * run_rows..run_end).step_by(TILE) {
                 let count = TILE.min(run_end - row0);
-                let rows: [&[Q8Block]; TILE] = std::array::from_fn(|i| {
-                    let row = row0 + i.min(count - 1);
-                    &lhs[row * kb..(row + 1) * kb]
-                });
                 let mut dst = [[0f32; ROWS]; TILE];
-                // SAFETY: every matrix's family runs on this CPU (checked above).
-                unsafe { w.group_dot(g, &rows, count, &mut dst) };
+                // SAFETY: every matrix's family runs on this CPU (checked above), and
+                // `lhs` is quantized as they all need.
+                unsafe { w.group_dot(g, lhs, (row0, count), &mut dst) };
                 for (i, vals) in dst.iter().take(count).enumerate() {
                     // SAFETY: this item alone writes columns 8g..8g+8 of its run's rows.
                     unsafe {
@@ -408,9 +495,12 @@ mod tests {
 
     /// Every family this CPU runs, with each type it lays out.
     fn families_and_types() -> impl Iterator<Item = (Kernel, GgmlDType)> {
-        kernels_here()
-            .into_iter()
-            .flat_map(|k| [(k, GgmlDType::Q4K), (k, GgmlDType::Q6K)])
+        kernels_here().into_iter().flat_map(|k| {
+            let q8_0 = (k == Kernel::Avx2).then_some((k, GgmlDType::Q8_0));
+            [(k, GgmlDType::Q4K), (k, GgmlDType::Q6K)]
+                .into_iter()
+                .chain(q8_0)
+        })
     }
 
     #[test]
@@ -578,16 +668,28 @@ mod tests {
     fn matrices_the_layout_cannot_hold_are_declined() -> anyhow::Result<()> {
         let dev = Device::Cpu;
         let w = Tensor::from_vec(weights(4, 16, 256), (16, 256), &dev)?;
+        // Q8_0 is laid out for AVX2 only (the VNNI tiers keep candle's int8 kernels).
         let q8 = QTensor::quantize(&w, GgmlDType::Q8_0)?;
-        anyhow::ensure!(Rows8::from_qtensor(&q8, Kernel::Avx2)?.is_none());
+        for kernel in [Kernel::AvxVnni, Kernel::Avx512Vnni] {
+            anyhow::ensure!(Rows8::from_qtensor(&q8, kernel)?.is_none(), "{kernel:?}");
+        }
+        anyhow::ensure!(Rows8::from_qtensor(&q8, Kernel::Avx2)?.is_some());
+        let q5 = QTensor::quantize(&w, GgmlDType::Q5K)?;
+        anyhow::ensure!(Rows8::from_qtensor(&q5, Kernel::Avx2)?.is_none());
         let w12 = Tensor::from_vec(weights(5, 12, 256), (12, 256), &dev)?;
-        for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
+        for dtype in [GgmlDType::Q4K, GgmlDType::Q6K, GgmlDType::Q8_0] {
             let q12 = QTensor::quantize(&w12, dtype)?;
             anyhow::ensure!(
                 Rows8::from_qtensor(&q12, Kernel::Avx2)?.is_none(),
                 "12 rows are not whole groups"
             );
         }
+        let w_short = Tensor::from_vec(weights(7, 8, 96), (8, 96), &dev)?;
+        let q_short = QTensor::quantize(&w_short, GgmlDType::Q8_0)?;
+        anyhow::ensure!(
+            Rows8::from_qtensor(&q_short, Kernel::Avx2)?.is_none(),
+            "96 columns are not a whole 256-value block"
+        );
         Ok(())
     }
 
@@ -597,6 +699,9 @@ mod tests {
         let w = Tensor::from_vec(weights(6, 8, 256), (8, 256), &dev)?;
         let rows8 = laid_out(&w, GgmlDType::Q4K, Kernel::Avx2)?;
         anyhow::ensure!(matmul(&[&rows8], &[0.0; 255], 1).is_err());
+        // Matrices whose activations are quantized differently do not share a region.
+        let q8_0 = laid_out(&w, GgmlDType::Q8_0, Kernel::Avx2)?;
+        anyhow::ensure!(matmul(&[&rows8, &q8_0], &[0.0; 256], 1).is_err());
         Ok(())
     }
 }

@@ -1,0 +1,186 @@
+//! The Q8_0 eight-row layout and its AVX2 kernel: the vision tower's matmuls when the
+//! projector file is Q8_0 (what llama.cpp's converter writes as `mmproj-…-Q8_0.gguf`).
+//!
+//! Stored Q8_0 (GGML `block_q8_0`, 34 bytes per 32 values): `d` (f16) and 32 signed
+//! bytes; a value is `d · q`. Here, per eight rows and per 256 values (eight stored
+//! blocks of each row): the bytes of sub-block `s` four at a time, all eight rows side
+//! by side, and the eight rows' `d` of each sub-block together. The laid-out block is
+//! the stored bytes rearranged, the same size (2,176 bytes).
+//!
+//! The activations are quantized as GGML quantizes them for a Q8_0 matrix (Q8_0 too:
+//! a scale per 32 values, rounded to f16; [`quantize_row`]), so each sub-block's integer
+//! sum is the one candle's and llama.cpp's dot products compute. Both operands are
+//! signed, and `maddubs` takes one unsigned: the kernel multiplies `|w|` by `x` with
+//! `w`'s sign (GGML's AVX2 trick). A pair of products is at most 2·127·127 = 32,258, so
+//! each `maddubs` result goes to 32-bit lanes at once (two would overflow 16 bits).
+//!
+//! Only the AVX2 family lays Q8_0 out: on the VNNI tiers candle's own int8 kernels
+//! already run these matrices at speed.
+
+use half::f16;
+
+#[cfg(target_arch = "x86_64")]
+use super::shared::TILE;
+use super::shared::{QK_K, ROWS};
+
+/// Values per stored Q8_0 block.
+const QK8_0: usize = 32;
+/// Sub-blocks per 256 values.
+const SUBS: usize = QK_K / QK8_0;
+/// Bytes of the eight stored Q8_0 blocks that hold one row's 256 values.
+pub(super) const STORED_BYTES: usize = SUBS * (2 + QK8_0);
+
+/// Eight rows' worth of 256 values.
+#[repr(C, align(32))]
+#[derive(Clone, Copy)]
+pub(super) struct Block {
+    /// Sub-block `s`, four-byte group `t`, row `r` at `256s + 32t + 4r`.
+    qs: [i8; ROWS * QK_K],
+    /// Sub-block `s`, row `r` at `8s + r`.
+    d: [f16; ROWS * SUBS],
+}
+
+const _: () = assert!(std::mem::size_of::<Block>() == ROWS * STORED_BYTES);
+
+/// One [`Block`] from the same 256 values of eight consecutive rows (one layout for
+/// every family that takes Q8_0; `lay_out` passes the family).
+pub(super) fn interleave(_: super::Kernel, rows: [&[u8]; ROWS]) -> Block {
+    let mut out = Block {
+        qs: [0; ROWS * QK_K],
+        d: [f16::ZERO; ROWS * SUBS],
+    };
+    for (r, src) in rows.iter().enumerate() {
+        for (s, stored) in src.chunks_exact(2 + QK8_0).enumerate() {
+            out.d[ROWS * s + r] = f16::from_le_bytes([stored[0], stored[1]]);
+            for (t, four) in stored[2..].chunks_exact(4).enumerate() {
+                let at = 256 * s + 32 * t + 4 * r;
+                for (o, &b) in out.qs[at..at + 4].iter_mut().zip(four) {
+                    *o = b as i8;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// One activation span of 256 values quantized to Q8_0: eight 32-value sub-blocks.
+#[repr(C, align(32))]
+#[derive(Clone, Copy)]
+pub(super) struct Q80Block {
+    pub(super) qs: [i8; QK_K],
+    /// Sub-block `s`'s scale, as stored: rounded to f16.
+    pub(super) d: [f32; SUBS],
+}
+
+pub(super) const Q80_ZERO: Q80Block = Q80Block {
+    qs: [0; QK_K],
+    d: [0.0; SUBS],
+};
+
+/// Quantize one activation row of whole 256-value spans to Q8_0 (GGML's
+/// `quantize_row_q8_0` as candle does it: `d = max |x| / 127`, values `round(x / d)`,
+/// `d` stored as f16).
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA (compiled for them so the loops are vectorized).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn quantize_row(xs: &[f32], out: &mut [Q80Block]) {
+    quantize_row_generic(xs, out)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub(super) unsafe fn quantize_row(xs: &[f32], out: &mut [Q80Block]) {
+    quantize_row_generic(xs, out)
+}
+
+#[inline(always)]
+fn quantize_row_generic(xs: &[f32], out: &mut [Q80Block]) {
+    for (x, y) in xs.chunks_exact(QK_K).zip(out.iter_mut()) {
+        for (s, (xs, qs)) in x
+            .chunks_exact(QK8_0)
+            .zip(y.qs.chunks_exact_mut(QK8_0))
+            .enumerate()
+        {
+            let amax = xs.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let d = amax / 127.0;
+            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+            for (q, &v) in qs.iter_mut().zip(xs) {
+                *q = (v * id).round() as i8;
+            }
+            y.d[s] = f16::from_f32(d).to_f32();
+        }
+    }
+}
+
+/// Dot products of eight weight rows (`w`: their blocks) with the `R` first `rows`,
+/// into `dst[i][r]`: per sub-block, each row's 32 integer products summed in its 32-bit
+/// lane, then times both scales.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA and F16C. Panics if a row of `rows` has fewer blocks
+/// than `w`, or `R` exceeds [`TILE`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn group_dot_avx2<const R: usize>(
+    w: &[Block],
+    rows: &[&[Q80Block]; TILE],
+    dst: &mut [[f32; ROWS]; TILE],
+) {
+    use std::arch::x86_64::*;
+    let spans: [&[Q80Block]; R] = std::array::from_fn(|i| &rows[i][..w.len()]);
+    // SAFETY: every read is within a block (offsets below 2,048 bytes of `qs`, 64 scales
+    // of `d`) or an activation span (below 256), and the caller guarantees the features.
+    unsafe {
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = [_mm256_setzero_ps(); R];
+        for (b, blk) in w.iter().enumerate() {
+            for s in 0..SUBS {
+                if s % 2 == 0 {
+                    super::shared::prefetch_ahead(blk, s / 2);
+                }
+                let mut sums = [_mm256_setzero_si256(); R];
+                for t in 0..QK8_0 / 4 {
+                    let wv = _mm256_load_si256(blk.qs.as_ptr().add(256 * s + 32 * t).cast());
+                    let magnitude = _mm256_abs_epi8(wv);
+                    for (sum, span) in sums.iter_mut().zip(&spans) {
+                        let four = span[b].qs.as_ptr().add(32 * s + 4 * t).cast::<i32>();
+                        let x = _mm256_set1_epi32(four.read_unaligned());
+                        let pairs = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(x, wv));
+                        *sum = _mm256_add_epi32(*sum, _mm256_madd_epi16(pairs, ones));
+                    }
+                }
+                let dw = _mm256_cvtph_ps(_mm_loadu_si128(blk.d.as_ptr().add(ROWS * s).cast()));
+                for ((a, sum), span) in acc.iter_mut().zip(sums).zip(&spans) {
+                    let scale = _mm256_mul_ps(dw, _mm256_set1_ps(span[b].d[s]));
+                    *a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), scale, *a);
+                }
+            }
+        }
+        for (row, a) in dst.iter_mut().zip(acc) {
+            _mm256_storeu_ps(row.as_mut_ptr(), a);
+        }
+    }
+}
+
+/// [`group_dot_avx2`] for the first `count` (1 to [`TILE`]) rows.
+///
+/// # Safety
+/// As for [`group_dot_avx2`].
+#[cfg(target_arch = "x86_64")]
+pub(super) unsafe fn group_dot(
+    w: &[Block],
+    rows: &[&[Q80Block]; TILE],
+    count: usize,
+    dst: &mut [[f32; ROWS]; TILE],
+) {
+    // SAFETY: the caller's guarantee is the kernel's.
+    unsafe {
+        match count {
+            1 => group_dot_avx2::<1>(w, rows, dst),
+            2 => group_dot_avx2::<2>(w, rows, dst),
+            3 => group_dot_avx2::<3>(w, rows, dst),
+            _ => group_dot_avx2::<4>(w, rows, dst),
+        }
+    }
+}
