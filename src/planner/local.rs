@@ -1000,7 +1000,7 @@ impl Engine {
                 self.saving = saving;
             }
             Err(e) => {
-                tracing::warn!(store = %store.dir().display(), "the system prompt's KV was not kept: {e}");
+                store.warn_not_kept(&e);
                 self.system_on_disk = true;
             }
         }

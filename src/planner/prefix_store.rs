@@ -169,11 +169,17 @@ impl PrefixStore {
             .name("sightline-prefix-save".into())
             .spawn(move || {
                 if let Err(e) = store.save(&tokens, &prefix) {
-                    tracing::warn!(store = %store.dir().display(), "the system prompt's KV was not kept: {e}");
+                    store.warn_not_kept(&e);
                 }
             })
             .map(|thread| PendingSave(Some(thread)))
             .map_err(|e| Error::io("a thread to write the KV prefix", e))
+    }
+
+    /// Logs that an entry could not be written, with why: it only costs the next process
+    /// the prefill.
+    pub fn warn_not_kept(&self, e: &dyn std::fmt::Display) {
+        tracing::warn!(store = %self.dir().display(), "the system prompt's KV was not kept: {e}");
     }
 
     /// Keeps `prefix` as the KV of `tokens`, then trims the directory to its bounds.

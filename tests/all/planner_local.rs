@@ -138,13 +138,7 @@ fn every_move_kind_round_trips_through_the_real_decoder() -> Result<()> {
     ] {
         let planner = steered_planner(target, goal, &v)?;
         let memory = serde_json::Value::Null;
-        let (mv, stats) = planner.plan(&Turn {
-            goal,
-            history: &[],
-            shared_memory: &memory,
-            view: &v,
-            screenshot: None,
-        })?;
+        let (mv, stats) = planner.plan(&text_turn(goal, &memory, &v))?;
         let want: serde_json::Value = serde_json::from_str(target)?;
         let got = serde_json::to_value(&mv)?;
         // `done.extracted_data` null and a step's default `kind` are the only fields serde
@@ -178,17 +172,22 @@ fn the_clarify_rule_answers_without_running_the_model() -> Result<()> {
     let v = view(0, &[]);
     let planner = steered_planner(r#"{"kind":"fail","reason":"x"}"#, "Delete it", &v)?;
     let memory = serde_json::Value::Null;
-    let (mv, stats) = planner.plan(&Turn {
-        goal: "Delete it",
-        history: &[],
-        shared_memory: &memory,
-        view: &v,
-        screenshot: None,
-    })?;
+    let (mv, stats) = planner.plan(&text_turn("Delete it", &memory, &v))?;
     ensure!(matches!(mv, NextMove::Clarify { .. }), "{mv:?}");
     assert_eq!(stats.forward_passes, 0);
     assert_eq!(planner.cache_len()?, 0);
     Ok(())
+}
+
+/// A first turn without a screenshot.
+fn text_turn<'a>(goal: &'a str, memory: &'a serde_json::Value, view: &'a PlanningView) -> Turn<'a> {
+    Turn {
+        goal,
+        history: &[],
+        shared_memory: memory,
+        view,
+        screenshot: None,
+    }
 }
 
 fn tiny_planner(sampling_seed: Option<u64>) -> Result<LocalPlanner> {
@@ -544,13 +543,7 @@ fn a_store_without_its_fingerprints_leaves_the_planner_working_without_it() -> R
     let target = r#"{"kind":"fail","reason":"The item does not exist."}"#;
     let planner = steered_planner_with(target, goal, &v, options)?;
     let memory = serde_json::Value::Null;
-    let (mv, stats) = planner.plan(&Turn {
-        goal,
-        history: &[],
-        shared_memory: &memory,
-        view: &v,
-        screenshot: None,
-    })?;
+    let (mv, stats) = planner.plan(&text_turn(goal, &memory, &v))?;
     assert_eq!(serde_json::to_string(&mv)?, target);
     assert_eq!(stats.prefill_from_disk, 0);
     ensure!(!store.path().join("prefix").exists());
