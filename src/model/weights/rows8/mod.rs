@@ -54,7 +54,7 @@ use crate::error::{Error, Result};
 #[cfg(target_arch = "x86_64")]
 use dot256::Kernels;
 pub(crate) use shared::Kernel;
-use shared::{quantize_row, Q8Block, Q8_ZERO, QK_K, ROWS, TILE};
+use shared::{quantize_row, Activation, Q8Block, QK_K, ROWS, TILE};
 
 /// The blocks of a laid-out matrix.
 enum Blocks {
@@ -355,22 +355,17 @@ impl Lhs {
     }
 }
 
-/// `m` rows of `k` values quantized by `quantize`, one row a worker (one row alone on
-/// this thread).
+/// `m` rows of `k` values quantized to `A`, one row a worker (one row alone on this
+/// thread).
 ///
 /// # Safety
-/// The CPU must have what `quantize` needs.
-unsafe fn quantize_rows<A: Copy + Send>(
-    xs: &[f32],
-    (m, k): (usize, usize),
-    zero: A,
-    quantize: unsafe fn(&[f32], &mut [A]),
-) -> Vec<A> {
+/// The CPU must have AVX2 and FMA.
+unsafe fn quantize_rows<A: Activation>(xs: &[f32], (m, k): (usize, usize)) -> Vec<A> {
     let kb = k / QK_K;
-    let mut lhs = vec![zero; m * kb];
+    let mut lhs = vec![A::ZERO; m * kb];
     if m == 1 {
-        // SAFETY: the caller guarantees what `quantize` needs.
-        unsafe { quantize(xs, &mut lhs) };
+        // SAFETY: the caller guarantees AVX2 and FMA.
+        unsafe { quantize_row(xs, &mut lhs) };
     } else {
         let rows: Vec<_> = lhs
             .chunks_mut(kb)
@@ -382,7 +377,7 @@ unsafe fn quantize_rows<A: Copy + Send>(
                 let Ok(mut row) = row.lock() else { continue };
                 let (out, x) = &mut *row;
                 // SAFETY: as for one row above.
-                unsafe { quantize(x, out) };
+                unsafe { quantize_row(x, out) };
             }
         });
     }
@@ -411,10 +406,8 @@ pub(crate) fn matmul(mats: &[&Rows8], xs: &[f32], m: usize) -> Result<Vec<Vec<f3
     // SAFETY: every family needs AVX2 and FMA, and the CPU runs the matrices'.
     let lhs = unsafe {
         match activations {
-            Activations::Q8K => Lhs::Q8K(quantize_rows(xs, (m, k), Q8_ZERO, quantize_row)),
-            Activations::Q80 => {
-                Lhs::Q80(quantize_rows(xs, (m, k), q80::Q80_ZERO, q80::quantize_row))
-            }
+            Activations::Q8K => Lhs::Q8K(quantize_rows(xs, (m, k))),
+            Activations::Q80 => Lhs::Q80(quantize_rows(xs, (m, k))),
         }
     };
 

@@ -8,7 +8,7 @@
 //! the stored bytes rearranged, the same size (2,176 bytes).
 //!
 //! The activations are quantized as GGML quantizes them for a Q8_0 matrix (Q8_0 too:
-//! a scale per 32 values, rounded to f16; [`quantize_row`]), so each sub-block's integer
+//! a scale per 32 values, rounded to f16), so each sub-block's integer
 //! sum is the one candle's and llama.cpp's dot products compute. Both operands are
 //! signed, and `maddubs` takes one unsigned: the kernel multiplies `|w|` by `x` with
 //! `w`'s sign (GGML's AVX2 trick). A pair of products is at most 2·127·127 = 32,258, so
@@ -21,7 +21,7 @@ use half::f16;
 
 #[cfg(target_arch = "x86_64")]
 use super::shared::TILE;
-use super::shared::{QK_K, ROWS};
+use super::shared::{Activation, QK_K, ROWS};
 
 /// Values per stored Q8_0 block.
 const QK8_0: usize = 32;
@@ -72,43 +72,30 @@ pub(super) struct Q80Block {
     pub(super) d: [f32; SUBS],
 }
 
-pub(super) const Q80_ZERO: Q80Block = Q80Block {
-    qs: [0; QK_K],
-    d: [0.0; SUBS],
-};
+/// GGML's `quantize_row_q8_0` as candle does it: per 32 values `d = max |x| / 127`,
+/// values `round(x / d)`, `d` stored as f16.
+impl Activation for Q80Block {
+    const ZERO: Self = Q80Block {
+        qs: [0; QK_K],
+        d: [0.0; SUBS],
+    };
 
-/// Quantize one activation row of whole 256-value spans to Q8_0 (GGML's
-/// `quantize_row_q8_0` as candle does it: `d = max |x| / 127`, values `round(x / d)`,
-/// `d` stored as f16).
-///
-/// # Safety
-/// The CPU must have AVX2 and FMA (compiled for them so the loops are vectorized).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn quantize_row(xs: &[f32], out: &mut [Q80Block]) {
-    quantize_row_generic(xs, out)
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-pub(super) unsafe fn quantize_row(xs: &[f32], out: &mut [Q80Block]) {
-    quantize_row_generic(xs, out)
-}
-
-#[inline(always)]
-fn quantize_row_generic(xs: &[f32], out: &mut [Q80Block]) {
-    for (x, y) in xs.chunks_exact(QK_K).zip(out.iter_mut()) {
-        for (s, (xs, qs)) in x
-            .chunks_exact(QK8_0)
-            .zip(y.qs.chunks_exact_mut(QK8_0))
-            .enumerate()
-        {
-            let amax = xs.iter().fold(0f32, |m, v| m.max(v.abs()));
-            let d = amax / 127.0;
-            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-            for (q, &v) in qs.iter_mut().zip(xs) {
-                *q = (v * id).round() as i8;
+    #[inline(always)]
+    fn quantize(xs: &[f32], out: &mut [Self]) {
+        for (x, y) in xs.chunks_exact(QK_K).zip(out.iter_mut()) {
+            for (s, (xs, qs)) in x
+                .chunks_exact(QK8_0)
+                .zip(y.qs.chunks_exact_mut(QK8_0))
+                .enumerate()
+            {
+                let amax = xs.iter().fold(0f32, |m, v| m.max(v.abs()));
+                let d = amax / 127.0;
+                let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+                for (q, &v) in qs.iter_mut().zip(xs) {
+                    *q = (v * id).round() as i8;
+                }
+                y.d[s] = f16::from_f32(d).to_f32();
             }
-            y.d[s] = f16::from_f32(d).to_f32();
         }
     }
 }

@@ -106,21 +106,41 @@ fn pack16(lo: i32, hi: i32) -> i32 {
     (lo & 0xFFFF) | (hi << 16)
 }
 
-/// Quantize one activation row of whole blocks to Q8_K (GGML's `quantize_row_q8_K`,
-/// as candle does it: values in `-127..=127`, rounded half away from zero).
+/// A type of quantized activation block (256 values) the kernels read: how a row of
+/// whole blocks is quantized. Implementations are `#[inline(always)]`, so
+/// [`quantize_row`] compiles each with its own target features.
+pub(super) trait Activation: Copy + Send + Sync {
+    /// A block of zeros.
+    const ZERO: Self;
+    /// Quantize `xs` (whole blocks) into `out`.
+    fn quantize(xs: &[f32], out: &mut [Self]);
+}
+
+/// Quantize one activation row of whole blocks to `A`.
 ///
 /// # Safety
 /// The CPU must have AVX2 and FMA (compiled for them so the rounding is inlined and
 /// the loops vectorized).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn quantize_row(xs: &[f32], out: &mut [Q8Block]) {
-    quantize_row_generic(xs, out)
+pub(super) unsafe fn quantize_row<A: Activation>(xs: &[f32], out: &mut [A]) {
+    A::quantize(xs, out)
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-pub(super) unsafe fn quantize_row(xs: &[f32], out: &mut [Q8Block]) {
-    quantize_row_generic(xs, out)
+pub(super) unsafe fn quantize_row<A: Activation>(xs: &[f32], out: &mut [A]) {
+    A::quantize(xs, out)
+}
+
+/// Q8_K, GGML's `quantize_row_q8_K` as candle does it: values in `-127..=127`, rounded
+/// half away from zero.
+impl Activation for Q8Block {
+    const ZERO: Self = Q8_ZERO;
+
+    #[inline(always)]
+    fn quantize(xs: &[f32], out: &mut [Self]) {
+        quantize_row_generic(xs, out)
+    }
 }
 
 #[inline(always)]
