@@ -54,7 +54,7 @@ fn few_rows(
 /// kernels run those types at 16–28 GOP/s on many rows (4,888 × 1,024 × 4,096 Q8_0, the
 /// 2B vision tower's MLP, measured on a 2-core AMD EPYC Zen 3 VM), where widening the
 /// matrix (5–20 ms) and candle's f32 gemm run at 60–150 GFLOP/s and the eight-row Q8_0
-/// kernel at 180 GOP/s; at 64 rows candle's kernels and the widening are level, so from
+/// kernel at 160–180 GOP/s; at 64 rows candle's kernels and the widening are level, so from
 /// 128 rows the other routes win by 2× or more. AVX-512 VNNI and AVX-VNNI keep candle's
 /// int8 kernels (on AVX-512 VNNI they ran the vision tower at 45–52% of the f32 peak).
 pub(crate) const WIDEN_FROM_ROWS: usize = 128;
