@@ -78,8 +78,8 @@ pub struct MachineReport {
     pub kernel_path_forced: Option<String>,
     /// The level candle's repacked quantized matmuls run at (its own run-time choice).
     pub candle_quantized_kernels: String,
-    /// The eight-row kernels Q4_K and Q6_K matmuls run on instead of candle's, when this
-    /// CPU has them (`AVX2` or `AVX-512 VNNI`).
+    /// The eight-row kernels Q4_K and Q6_K matmuls (and Q8_0 ones on many rows) run on
+    /// instead of candle's, when this CPU has them (`AVX2` or `AVX-512 VNNI`).
     pub q4k_q6k_kernels: Option<String>,
     /// Rows from which products with the other quantized types leave candle's kernels
     /// (where the quantized tier is AVX2): Q8_0 for the eight-row kernel laid out per
@@ -476,7 +476,7 @@ impl BenchReport {
                         Some(rows) => format!(
                             " (from {rows} rows: Q8_0 on the eight-row kernel, the rest widened to f32)"
                         ),
-                        None => String::new(),
+                        None => " (Q8_0 on many rows on the eight-row kernel)".to_string(),
                     }
                 ),
                 None => format!("candle's {}", mc.candle_quantized_kernels),

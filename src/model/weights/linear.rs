@@ -48,15 +48,16 @@ fn few_rows(
 }
 
 /// Rows from which a quantized matrix that `rows8` does not lay out at load (Q8_0, Q5_K,
-/// …) takes another route than candle's kernels on a CPU whose quantized tier is AVX2:
-/// Q8_0 is laid out in eight rows for the call and multiplied with int8 activations
-/// ([`Linear::q8_0_rows8_forward`]), other types are widened to f32. candle's AVX2 int8
-/// kernels run those types at 16–28 GOP/s on many rows (4,888 × 1,024 × 4,096 Q8_0, the
-/// 2B vision tower's MLP, measured on a 2-core AMD EPYC Zen 3 VM), where widening the
-/// matrix (5–20 ms) and candle's f32 gemm run at 60–150 GFLOP/s and the eight-row Q8_0
-/// kernel at 160–180 GOP/s; at 64 rows candle's kernels and the widening are level, so from
-/// 128 rows the other routes win by 2× or more. AVX-512 VNNI and AVX-VNNI keep candle's
-/// int8 kernels (on AVX-512 VNNI they ran the vision tower at 45–52% of the f32 peak).
+/// …) takes another route than candle's kernels on a CPU: Q8_0 is laid out in eight rows
+/// for the call and multiplied with int8 activations ([`Linear::q8_0_rows8_forward`]) at
+/// every `rows8` tier; on a CPU whose quantized tier is AVX2, other types are widened to
+/// f32. candle's AVX2 int8 kernels run those types at 16–28 GOP/s on many rows (4,888 ×
+/// 1,024 × 4,096 Q8_0, the 2B vision tower's MLP, measured on a 2-core AMD EPYC Zen 3 VM),
+/// where widening the matrix (5–20 ms) and candle's f32 gemm run at 60–150 GFLOP/s and the
+/// eight-row Q8_0 kernel at 160–180 GOP/s; at 64 rows candle's kernels and the widening
+/// are level, so from 128 rows the other routes win by 2× or more. At the VNNI tiers
+/// candle's int8 kernels keep the other types (they are quicker there than at AVX2), and
+/// Q8_0 runs on the eight-row kernel with `vpdpbusd` (`q8_0_vision_matmul_timing`).
 pub(crate) const WIDEN_FROM_ROWS: usize = 128;
 
 /// The largest matrix widened or laid out for a call (elements: 128 MiB of f32); a
@@ -66,10 +67,12 @@ const WIDEN_MAX_ELEMENTS: usize = 32 << 20;
 /// Whether `q` applied to `m` rows on the CPU is widened to f32, or for Q8_0 laid out
 /// in eight rows, for the call (see [`WIDEN_FROM_ROWS`]).
 fn widens(q: &QTensor, m: usize, on_cpu: bool) -> bool {
-    on_cpu
-        && m >= WIDEN_FROM_ROWS
-        && q.shape().elem_count() <= WIDEN_MAX_ELEMENTS
-        && rows8::kernel() == Some(rows8::Kernel::Avx2)
+    let route = match rows8::kernel() {
+        Some(rows8::Kernel::Avx2) => true,
+        Some(_) => q.dtype() == GgmlDType::Q8_0,
+        None => false,
+    };
+    route && on_cpu && m >= WIDEN_FROM_ROWS && q.shape().elem_count() <= WIDEN_MAX_ELEMENTS
 }
 
 /// A linear layer through [`QMatMul`]: `xs @ weightᵀ + bias`.
@@ -199,7 +202,10 @@ impl Linear {
         if q.dtype() != GgmlDType::Q8_0 {
             return Ok(None);
         }
-        let Some(w) = Rows8::from_qtensor(q, rows8::Kernel::Avx2)? else {
+        let Some(kernel) = rows8::kernel() else {
+            return Ok(None);
+        };
+        let Some(w) = Rows8::from_qtensor(q, kernel)? else {
             return Ok(None);
         };
         let (m, mut dims) = (rows(xs), xs.dims().to_vec());
@@ -316,11 +322,12 @@ mod tests {
         Ok(diff / b.abs()?.max_all()?.to_scalar::<f32>()?)
     }
 
-    /// A quantized matrix on few and many rows. Q8_0 gives candle's own product on every
-    /// route (on an AVX2-tier CPU from [`WIDEN_FROM_ROWS`] rows through the eight-row
-    /// layout: the same integer sums, in another float order), within the rounding of the
-    /// activations to 8 bits of the product with its values. Q5_K on many rows of an
-    /// AVX2-tier CPU is widened and gives that product exactly.
+    /// A quantized matrix on few and many rows, within the rounding of the activations to
+    /// 8 bits of the product with its values. Q8_0 on a CPU with eight-row kernels, from
+    /// [`WIDEN_FROM_ROWS`] rows, goes through the eight-row layout and gives GGML's
+    /// product (the same integer sums, in another float order). Q5_K on many
+    /// rows of an AVX2-tier CPU is widened and gives that product exactly; at the VNNI
+    /// tiers it stays on candle's kernels.
     #[test]
     fn many_rows_of_a_quantized_matrix_give_the_product_with_its_values() -> anyhow::Result<()> {
         let (n, k) = (96, 256);
@@ -329,22 +336,27 @@ mod tests {
             let w = Tensor::randn(0f32, 1.0, (n, k), &Device::Cpu)?;
             let q = Arc::new(QTensor::quantize(&w, dtype)?);
             let exact_w = q.dequantize(&Device::Cpu)?;
-            let candle = QMatMul::QTensor(q.clone());
-            let layer = Linear::new(QMatMul::QTensor(q), None, DType::F32);
+            let layer = Linear::new(QMatMul::QTensor(q.clone()), None, DType::F32);
             for m in [1, WIDEN_FROM_ROWS - 1, WIDEN_FROM_ROWS, 3 * WIDEN_FROM_ROWS] {
                 let x = Tensor::randn(0f32, 1.0, (m, k), &Device::Cpu)?;
                 let ours = layer.forward(&x)?;
                 let exact = x.matmul(&exact_w.t()?)?;
+                let many = m >= WIDEN_FROM_ROWS;
+                let routed = match dtype {
+                    GgmlDType::Q8_0 => many && rows8::kernel().is_some(),
+                    _ => many && avx2_tier,
+                };
+                anyhow::ensure!(widens(&q, m, true) == routed, "{dtype:?} m={m}: route");
                 let r = rel(&ours, &exact)?;
-                let widened = dtype == GgmlDType::Q5K && avx2_tier && m >= WIDEN_FROM_ROWS;
+                let widened = dtype == GgmlDType::Q5K && routed;
                 let tolerance = if widened { 1e-5 } else { 2e-2 };
                 anyhow::ensure!(
                     r <= tolerance,
                     "{dtype:?} m={m}: rel {r} (widened: {widened})"
                 );
-                if dtype == GgmlDType::Q8_0 {
-                    let r = rel(&ours, &candle.forward(&x)?)?;
-                    anyhow::ensure!(r <= 1e-5, "{dtype:?} m={m}: rel {r} to candle's kernels");
+                if dtype == GgmlDType::Q8_0 && routed {
+                    let r = rel(&ours, &rows8::ggml_q8_0_product(&q, &x)?)?;
+                    anyhow::ensure!(r <= 1e-5, "{dtype:?} m={m}: rel {r} to GGML's product");
                 }
             }
         }

@@ -1,10 +1,11 @@
-//! The two 256-bit kernel families, AVX2 and AVX-VNNI, which read the same layout and
-//! differ only in how a row's products of four weight bytes (unsigned) and four
-//! activation bytes (signed) are summed: `maddubs` into two 16-bit lanes per row, or
-//! `vpdpbusd` into one 32-bit lane. That step, and the width of the sums it makes, is a
-//! [`DotStep`]; each quant family writes its kernel once ([`Body256`]), generic over
-//! the step, and [`group_dot_avx2`] and [`group_dot_avxvnni`] compile that one body
-//! with each step inlined under its own target features.
+//! The 256-bit kernel families, AVX2 and AVX-VNNI (and, for Q8_0, AVX-512 VNNI's 256-bit
+//! form), which read the same layout and differ only in how a row's products of four
+//! weight bytes (unsigned) and four activation bytes (signed) are summed: `maddubs` into
+//! two 16-bit lanes per row, or `vpdpbusd` into one 32-bit lane. That step, and the width
+//! of the sums it makes, is a [`DotStep`]; each quant family writes its kernel once
+//! ([`Body256`]), generic over the step, and [`group_dot_avx2`], [`group_dot_avxvnni`]
+//! and [`group_dot_avx512vl`] compile that one body with each step inlined under its own
+//! target features.
 
 use std::arch::x86_64::*;
 
@@ -17,7 +18,8 @@ use super::shared::{Q8Block, ROWS, TILE};
 ///
 /// # Safety
 /// The methods are `unsafe` because they use vector instructions: a caller must run on
-/// a CPU that has AVX2 and the step's own instructions ([`Vpdpbusd`]: AVX-VNNI).
+/// a CPU that has AVX2 and the step's own instructions ([`Vpdpbusd`]: AVX-VNNI;
+/// [`EvexVpdpbusd`]: AVX-512 VNNI and VL).
 pub(super) trait DotStep {
     /// Two sub-blocks' unsigned per-row scales (the first's eight rows in bytes 0–7 of
     /// `scales`, the second's in bytes 8–15), each widened to where [`DotStep::scale`]
@@ -47,6 +49,14 @@ pub(super) trait DotStep {
     /// # Safety
     /// As for the trait.
     unsafe fn dot4(acc: __m256i, w: __m256i, x: __m256i) -> __m256i;
+
+    /// `acc` plus, for each row, its four products of `w` (unsigned) and `x` (signed)
+    /// summed in 32-bit lane `r`, whatever [`DotStep::dot4`]'s width: for products too
+    /// large for two to share a 16-bit lane (Q8_0's `|w| · x`, up to 127 · 127).
+    ///
+    /// # Safety
+    /// As for the trait.
+    unsafe fn dot4_i32(acc: __m256i, w: __m256i, x: __m256i) -> __m256i;
 
     /// Row `r`'s sum times its scale, in 32-bit lane `r` (`scale` from
     /// [`DotStep::widen_u8_scales`] or [`DotStep::load_i8_scales`]).
@@ -99,6 +109,15 @@ impl DotStep for Maddubs {
     }
 
     #[inline(always)]
+    unsafe fn dot4_i32(acc: __m256i, w: __m256i, x: __m256i) -> __m256i {
+        // SAFETY: as in `widen_u8_scales`.
+        unsafe {
+            let pairs = _mm256_maddubs_epi16(w, x);
+            _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
+        }
+    }
+
+    #[inline(always)]
     unsafe fn scale(sums: __m256i, scale: __m256i) -> __m256i {
         // SAFETY: as in `widen_u8_scales`.
         unsafe { _mm256_madd_epi16(sums, scale) }
@@ -137,17 +156,70 @@ impl DotStep for Vpdpbusd {
     }
 
     #[inline(always)]
+    unsafe fn dot4_i32(acc: __m256i, w: __m256i, x: __m256i) -> __m256i {
+        // SAFETY: as in `widen_u8_scales`.
+        unsafe { Self::dot4(acc, w, x) }
+    }
+
+    #[inline(always)]
     unsafe fn scale(sums: __m256i, scale: __m256i) -> __m256i {
         // SAFETY: as in `widen_u8_scales`.
         unsafe { _mm256_mullo_epi32(sums, scale) }
     }
 }
 
-/// A quant family's 256-bit kernel, written once for both [`DotStep`]s; implemented by
+/// AVX-512 VNNI's `vpdpbusd` on 256-bit registers (EVEX-encoded, with AVX-512 VL): the
+/// same step as [`Vpdpbusd`] on CPUs that have AVX-512 VNNI but not the VEX-encoded
+/// AVX-VNNI (AMD Zen 4, Intel Ice Lake and Sapphire Rapids Xeons). Only the sums differ
+/// in encoding; the scales are [`Vpdpbusd`]'s.
+pub(super) struct EvexVpdpbusd;
+
+impl DotStep for EvexVpdpbusd {
+    #[inline(always)]
+    unsafe fn widen_u8_scales(scales: __m128i) -> [__m256i; 2] {
+        // SAFETY: AVX2 only; the caller runs on a CPU with this step's features.
+        unsafe { Vpdpbusd::widen_u8_scales(scales) }
+    }
+
+    #[inline(always)]
+    unsafe fn load_i8_scales(scales: *const i8) -> __m256i {
+        // SAFETY: as in `widen_u8_scales`; the caller guarantees the eight bytes.
+        unsafe { Vpdpbusd::load_i8_scales(scales) }
+    }
+
+    #[inline(always)]
+    unsafe fn q6k_start(row: &Q8Block, group: usize) -> __m256i {
+        // SAFETY: as in `widen_u8_scales`.
+        unsafe { Vpdpbusd::q6k_start(row, group) }
+    }
+
+    #[inline(always)]
+    unsafe fn dot4(acc: __m256i, w: __m256i, x: __m256i) -> __m256i {
+        // SAFETY: the caller runs on a CPU with AVX-512 VNNI and VL (the trait's contract).
+        unsafe { _mm256_dpbusd_epi32(acc, w, x) }
+    }
+
+    #[inline(always)]
+    unsafe fn dot4_i32(acc: __m256i, w: __m256i, x: __m256i) -> __m256i {
+        // SAFETY: as in `dot4`.
+        unsafe { Self::dot4(acc, w, x) }
+    }
+
+    #[inline(always)]
+    unsafe fn scale(sums: __m256i, scale: __m256i) -> __m256i {
+        // SAFETY: as in `widen_u8_scales`.
+        unsafe { Vpdpbusd::scale(sums, scale) }
+    }
+}
+
+/// A quant family's 256-bit kernel, written once for every [`DotStep`]; implemented by
 /// the family's laid-out block.
 pub(super) trait Body256: Sized {
+    /// The activation blocks the family's kernels read (Q8_K, or Q8_0 for Q8_0 weights).
+    type Act;
+
     /// Dot products of eight weight rows (`w`: their blocks) with the `R` first `rows`
-    /// (Q8_K activation rows), into `dst[i][r]`. Implementations are
+    /// (activation rows), into `dst[i][r]`. Implementations are
     /// `#[inline(always)]`, so each entry point below gets its own copy with its own
     /// instructions. Panics if a row of `rows` has fewer blocks than `w`, or `R` exceeds
     /// [`TILE`].
@@ -156,7 +228,7 @@ pub(super) trait Body256: Sized {
     /// The CPU must have AVX2, FMA, F16C and `D`'s instructions.
     unsafe fn group_dot<D: DotStep, const R: usize>(
         w: &[Self],
-        rows: &[&[Q8Block]; TILE],
+        rows: &[&[Self::Act]; TILE],
         dst: &mut [[f32; ROWS]; TILE],
     );
 }
@@ -169,7 +241,7 @@ macro_rules! entry_point {
         #[target_feature(enable = $features)]
         pub(super) unsafe fn $name<B: Body256, const R: usize>(
             w: &[B],
-            rows: &[&[Q8Block]; TILE],
+            rows: &[&[B::Act]; TILE],
             dst: &mut [[f32; ROWS]; TILE],
         ) {
             // SAFETY: this function's features are the ones the body needs with this
@@ -197,8 +269,19 @@ entry_point!(
     group_dot_avxvnni: Vpdpbusd, "avx2,avxvnni,fma,f16c"
 );
 
+entry_point!(
+    /// [`Body256::group_dot`] with AVX-512 VNNI on 256-bit registers ([`EvexVpdpbusd`]),
+    /// on blocks laid out for the AVX2 arrangement: a family without a 512-bit kernel of
+    /// its own (Q8_0) at [`super::Kernel::Avx512Vnni`].
+    ///
+    /// # Safety
+    /// The CPU must have what [`super::Kernel::Avx512Vnni`] needs.
+    group_dot_avx512vl: EvexVpdpbusd, "avx2,avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c"
+);
+
 /// A laid-out block type's kernels: the 256-bit body it shares between AVX2 and AVX-VNNI
-/// ([`Body256`]) and its AVX-512 VNNI kernel, which reads its own arrangement.
+/// ([`Body256`]) and its AVX-512 VNNI kernel, which reads its own arrangement (Q4_K,
+/// Q6_K) or is the 256-bit body again ([`group_dot_avx512vl`], Q8_0).
 pub(super) trait Kernels: Body256 {
     /// [`Body256::group_dot`] with AVX-512 VNNI, on blocks laid out for
     /// [`Kernel::Avx512Vnni`](super::shared::Kernel::Avx512Vnni).
@@ -207,7 +290,7 @@ pub(super) trait Kernels: Body256 {
     /// The CPU must have what [`Kernel::Avx512Vnni`](super::shared::Kernel::Avx512Vnni) needs.
     unsafe fn group_dot_avx512<const R: usize>(
         w: &[Self],
-        rows: &[&[Q8Block]; TILE],
+        rows: &[&[Self::Act]; TILE],
         dst: &mut [[f32; ROWS]; TILE],
     );
 }

@@ -1,6 +1,6 @@
 //! Q4_K and Q6_K matrices laid out eight rows at a time, and their matmul kernels: the
 //! CPU path for those matmuls on every x86-64 CPU with AVX2, at each of candle's tiers
-//! (and at the AVX2 tier, Q8_0 matrices laid out for many-row products, `q80.rs`):
+//! (and Q8_0 matrices laid out for many-row products, `q80.rs`):
 //! AVX2 (no VNNI: AMD Zen 2/3, Intel before Ice Lake, and a run forced there with
 //! `SIGHTLINE_CPU_FEATURES=avx2`), AVX-VNNI (256-bit VNNI without AVX-512: Intel Alder
 //! Lake and later desktops and laptops) and AVX-512 VNNI (Intel Ice Lake and later Xeons,
@@ -179,15 +179,11 @@ fn huge_pages(ptr: *mut u8, len: usize) {
 }
 
 impl Rows8 {
-    /// Lay out a CPU Q4_K or Q6_K matrix for `kernel`, or a Q8_0 one for
-    /// [`Kernel::Avx2`]; `None` for anything else (another type, family or device, rows
-    /// not a multiple of eight, columns not whole 256-value blocks).
+    /// Lay out a CPU Q4_K, Q6_K or Q8_0 matrix for `kernel`; `None` for anything else
+    /// (another type or device, rows not a multiple of eight, columns not whole
+    /// 256-value blocks).
     pub(crate) fn from_qtensor(q: &QTensor, kernel: Kernel) -> Result<Option<Arc<Self>>> {
-        let laid_out = match q.dtype() {
-            GgmlDType::Q4K | GgmlDType::Q6K => true,
-            GgmlDType::Q8_0 => kernel == Kernel::Avx2,
-            _ => false,
-        };
+        let laid_out = matches!(q.dtype(), GgmlDType::Q4K | GgmlDType::Q6K | GgmlDType::Q8_0);
         if !laid_out || !q.device().is_cpu() {
             return Ok(None);
         }
@@ -263,7 +259,7 @@ impl Rows8 {
         }
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the caller guarantees the CPU runs `self.kernel`, the family the
-        // blocks are laid out for (Q8_0 only ever for AVX2).
+        // blocks are laid out for.
         unsafe {
             match (&self.blocks, lhs) {
                 (Blocks::Q4K(b), Lhs::Q8K(x)) => {
@@ -273,7 +269,7 @@ impl Rows8 {
                     group_dot_on(self.kernel, &b[span], &tile(x, kb, row0, count), count, dst)
                 }
                 (Blocks::Q80(b), Lhs::Q80(x)) => {
-                    q80::group_dot(&b[span], &tile(x, kb, row0, count), count, dst)
+                    group_dot_on(self.kernel, &b[span], &tile(x, kb, row0, count), count, dst)
                 }
                 _ => unreachable!("`matmul` quantizes the rows as its matrices need"),
             }
@@ -295,7 +291,7 @@ impl Rows8 {
 unsafe fn group_dot_on<B: Kernels>(
     kernel: Kernel,
     w: &[B],
-    rows: &[&[Q8Block]; TILE],
+    rows: &[&[B::Act]; TILE],
     count: usize,
     dst: &mut [[f32; ROWS]; TILE],
 ) {
@@ -452,6 +448,25 @@ pub(crate) fn matmul(mats: &[&Rows8], xs: &[f32], m: usize) -> Result<Vec<Vec<f3
     Ok(outs)
 }
 
+/// GGML's Q8_0 product, computed apart from every kernel: `xs` (`m × k`) quantized to
+/// Q8_0 by candle's `quantize_row_q8_0` and read back, times the stored matrix's values,
+/// summed in f64. This is what GGML's reference `vec_dot_q8_0_q8_0` computes, up to the
+/// float order. (candle's own kernels are no reference for Q8_0: at its AVX-512 VNNI
+/// tier they give another product, 0.4–1% away on random data.)
+#[cfg(test)]
+pub(crate) fn ggml_q8_0_product(
+    q: &QTensor,
+    xs: &candle_core::Tensor,
+) -> candle_core::Result<candle_core::Tensor> {
+    use candle_core::DType;
+    let dev = xs.device();
+    let x = QTensor::quantize(xs, GgmlDType::Q8_0)?.dequantize(dev)?;
+    let w = q.dequantize(dev)?;
+    x.to_dtype(DType::F64)?
+        .matmul(&w.to_dtype(DType::F64)?.t()?)?
+        .to_dtype(DType::F32)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -459,8 +474,9 @@ mod tests {
     use candle_core::quantized::QMatMul;
     use candle_core::{Device, Module, Tensor};
 
-    /// Both paths quantize the rows to Q8_K identically and sum the same integer
-    /// products; only the float summation order differs. Relative to the largest output.
+    /// Both paths quantize the rows identically (Q8_K, or Q8_0 for Q8_0) and sum the same
+    /// integer products; only the float summation order differs. Relative to the largest
+    /// output.
     const ROWS8_VS_CANDLE_RTOL: f32 = 1e-5;
 
     fn max_rel_diff(a: &[f32], b: &[f32]) -> f32 {
@@ -488,12 +504,9 @@ mod tests {
 
     /// Every family this CPU runs, with each type it lays out.
     fn families_and_types() -> impl Iterator<Item = (Kernel, GgmlDType)> {
-        kernels_here().into_iter().flat_map(|k| {
-            let q8_0 = (k == Kernel::Avx2).then_some((k, GgmlDType::Q8_0));
-            [(k, GgmlDType::Q4K), (k, GgmlDType::Q6K)]
-                .into_iter()
-                .chain(q8_0)
-        })
+        kernels_here()
+            .into_iter()
+            .flat_map(|k| [GgmlDType::Q4K, GgmlDType::Q6K, GgmlDType::Q8_0].map(|dtype| (k, dtype)))
     }
 
     #[test]
@@ -506,8 +519,10 @@ mod tests {
             for (seed, (n, k)) in [(1u64, (64, 256)), (2, (96, 2048)), (3, (48, 768))] {
                 let w = Tensor::from_vec(weights(seed, n, k), (n, k), &dev)?;
                 let rows8 = laid_out(&w, dtype, kernel)?;
-                // candle's own quantized matmul: GGML's dot products on the stored
-                // blocks, or its repacked tiles, whichever this CPU takes.
+                // candle's own quantized matmul for Q4_K and Q6_K: GGML's dot products
+                // on the stored blocks, or its repacked tiles, whichever this CPU takes;
+                // for Q8_0, GGML's product computed apart (`ggml_q8_0_product`).
+                let q = QTensor::quantize(&w, dtype)?;
                 let reference = QMatMul::from_qtensor(QTensor::quantize(&w, dtype)?)?;
                 // 150 rows of 2,048 columns: three runs of activation rows, the last
                 // one short.
@@ -515,7 +530,11 @@ mod tests {
                     let x = weights(seed + 100 + m as u64, m, k);
                     let ours = matmul(&[&rows8], &x, m)?.remove(0);
                     let xs = Tensor::from_vec(x, (m, k), &dev)?;
-                    let theirs = reference.forward(&xs)?.flatten_all()?.to_vec1::<f32>()?;
+                    let theirs = match dtype {
+                        GgmlDType::Q8_0 => ggml_q8_0_product(&q, &xs)?,
+                        _ => reference.forward(&xs)?,
+                    };
+                    let theirs = theirs.flatten_all()?.to_vec1::<f32>()?;
                     let d = max_rel_diff(&ours, &theirs);
                     anyhow::ensure!(
                         d <= ROWS8_VS_CANDLE_RTOL,
@@ -661,14 +680,12 @@ mod tests {
     fn matrices_the_layout_cannot_hold_are_declined() -> anyhow::Result<()> {
         let dev = Device::Cpu;
         let w = Tensor::from_vec(weights(4, 16, 256), (16, 256), &dev)?;
-        // Q8_0 is laid out for AVX2 only (the VNNI tiers keep candle's int8 kernels).
-        let q8 = QTensor::quantize(&w, GgmlDType::Q8_0)?;
-        for kernel in [Kernel::AvxVnni, Kernel::Avx512Vnni] {
-            anyhow::ensure!(Rows8::from_qtensor(&q8, kernel)?.is_none(), "{kernel:?}");
+        for kernel in Kernel::ALL {
+            let q8 = QTensor::quantize(&w, GgmlDType::Q8_0)?;
+            anyhow::ensure!(Rows8::from_qtensor(&q8, kernel)?.is_some(), "{kernel:?}");
+            let q5 = QTensor::quantize(&w, GgmlDType::Q5K)?;
+            anyhow::ensure!(Rows8::from_qtensor(&q5, kernel)?.is_none(), "{kernel:?}");
         }
-        anyhow::ensure!(Rows8::from_qtensor(&q8, Kernel::Avx2)?.is_some());
-        let q5 = QTensor::quantize(&w, GgmlDType::Q5K)?;
-        anyhow::ensure!(Rows8::from_qtensor(&q5, Kernel::Avx2)?.is_none());
         let w12 = Tensor::from_vec(weights(5, 12, 256), (12, 256), &dev)?;
         for dtype in [GgmlDType::Q4K, GgmlDType::Q6K, GgmlDType::Q8_0] {
             let q12 = QTensor::quantize(&w12, dtype)?;

@@ -95,6 +95,8 @@ pub(super) fn interleave(kernel: Kernel, rows: [&[u8]; ROWS]) -> Block {
 /// one 32-bit lane), times the sub-block's scale; the mins folded in once per block.
 #[cfg(target_arch = "x86_64")]
 impl Body256 for Block {
+    type Act = Q8Block;
+
     #[inline(always)]
     unsafe fn group_dot<D: DotStep, const R: usize>(
         w: &[Block],

@@ -115,6 +115,8 @@ pub(super) fn interleave(kernel: Kernel, rows: [&[u8]; ROWS]) -> Block {
 /// 65,024 in magnitude), times the group's scale.
 #[cfg(target_arch = "x86_64")]
 impl Body256 for Block {
+    type Act = Q8Block;
+
     #[inline(always)]
     unsafe fn group_dot<D: DotStep, const R: usize>(
         w: &[Block],

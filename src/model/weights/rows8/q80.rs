@@ -10,15 +10,18 @@
 //! The activations are quantized as GGML quantizes them for a Q8_0 matrix (Q8_0 too:
 //! a scale per 32 values, rounded to f16), so each sub-block's integer
 //! sum is the one candle's and llama.cpp's dot products compute. Both operands are
-//! signed, and `maddubs` takes one unsigned: the kernel multiplies `|w|` by `x` with
-//! `w`'s sign (GGML's AVX2 trick). A pair of products is at most 2·127·127 = 32,258, so
-//! each `maddubs` result goes to 32-bit lanes at once (two would overflow 16 bits).
+//! signed, and `maddubs` and `vpdpbusd` take one unsigned: the kernel multiplies `|w|`
+//! by `x` with `w`'s sign (GGML's AVX2 trick). A pair of products is at most
+//! 2·127·127 = 32,258, so on AVX2 each `maddubs` result goes to 32-bit lanes at once
+//! (two would overflow 16 bits); `vpdpbusd` sums into them directly.
 //!
-//! Only the AVX2 family lays Q8_0 out: on the VNNI tiers candle's own int8 kernels
-//! already run these matrices at speed.
+//! Every family reads this one layout: the kernel is the 256-bit body of `dot256.rs`
+//! with each family's dot step (on AVX-512 VNNI, its EVEX-encoded 256-bit form).
 
 use half::f16;
 
+#[cfg(target_arch = "x86_64")]
+use super::dot256::{Body256, DotStep, Kernels};
 #[cfg(target_arch = "x86_64")]
 use super::shared::TILE;
 use super::shared::{Activation, QK_K, ROWS};
@@ -100,74 +103,67 @@ impl Activation for Q80Block {
     }
 }
 
-/// Dot products of eight weight rows (`w`: their blocks) with the `R` first `rows`,
-/// into `dst[i][r]`: per sub-block, each row's 32 integer products summed in its 32-bit
-/// lane, then times both scales.
-///
-/// # Safety
-/// The CPU must have AVX2, FMA and F16C. Panics if a row of `rows` has fewer blocks
-/// than `w`, or `R` exceeds [`TILE`].
+/// Per sub-block, each row's 32 integer products summed in its 32-bit lane
+/// ([`DotStep::dot4_i32`] of `|w|` and `x` with `w`'s sign), then times both scales.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn group_dot_avx2<const R: usize>(
-    w: &[Block],
-    rows: &[&[Q80Block]; TILE],
-    dst: &mut [[f32; ROWS]; TILE],
-) {
-    use std::arch::x86_64::*;
-    let spans: [&[Q80Block]; R] = std::array::from_fn(|i| &rows[i][..w.len()]);
-    // SAFETY: every read is within a block (offsets below 2,048 bytes of `qs`, 64 scales
-    // of `d`) or an activation span (below 256), and the caller guarantees the features.
-    unsafe {
-        let ones = _mm256_set1_epi16(1);
-        let mut acc = [_mm256_setzero_ps(); R];
-        for (b, blk) in w.iter().enumerate() {
-            for s in 0..SUBS {
-                if s % 2 == 0 {
-                    super::shared::prefetch_ahead(blk, s / 2);
-                }
-                let mut sums = [_mm256_setzero_si256(); R];
-                for t in 0..QK8_0 / 4 {
-                    let wv = _mm256_load_si256(blk.qs.as_ptr().add(256 * s + 32 * t).cast());
-                    let magnitude = _mm256_abs_epi8(wv);
-                    for (sum, span) in sums.iter_mut().zip(&spans) {
-                        let four = span[b].qs.as_ptr().add(32 * s + 4 * t).cast::<i32>();
-                        let x = _mm256_set1_epi32(four.read_unaligned());
-                        let pairs = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(x, wv));
-                        *sum = _mm256_add_epi32(*sum, _mm256_madd_epi16(pairs, ones));
+impl Body256 for Block {
+    type Act = Q80Block;
+
+    #[inline(always)]
+    unsafe fn group_dot<D: DotStep, const R: usize>(
+        w: &[Block],
+        rows: &[&[Q80Block]; TILE],
+        dst: &mut [[f32; ROWS]; TILE],
+    ) {
+        use std::arch::x86_64::*;
+        let spans: [&[Q80Block]; R] = std::array::from_fn(|i| &rows[i][..w.len()]);
+        // SAFETY: every read is within a block (offsets below 2,048 bytes of `qs`, 64
+        // scales of `d`) or an activation span (below 256), and the caller guarantees
+        // the features.
+        unsafe {
+            let mut acc = [_mm256_setzero_ps(); R];
+            for (b, blk) in w.iter().enumerate() {
+                for s in 0..SUBS {
+                    if s % 2 == 0 {
+                        super::shared::prefetch_ahead(blk, s / 2);
+                    }
+                    let mut sums = [_mm256_setzero_si256(); R];
+                    for t in 0..QK8_0 / 4 {
+                        let wv = _mm256_load_si256(blk.qs.as_ptr().add(256 * s + 32 * t).cast());
+                        let magnitude = _mm256_abs_epi8(wv);
+                        for (sum, span) in sums.iter_mut().zip(&spans) {
+                            let four = span[b].qs.as_ptr().add(32 * s + 4 * t).cast::<i32>();
+                            let x = _mm256_set1_epi32(four.read_unaligned());
+                            *sum = D::dot4_i32(*sum, magnitude, _mm256_sign_epi8(x, wv));
+                        }
+                    }
+                    let dw = _mm256_cvtph_ps(_mm_loadu_si128(blk.d.as_ptr().add(ROWS * s).cast()));
+                    for ((a, sum), span) in acc.iter_mut().zip(sums).zip(&spans) {
+                        let scale = _mm256_mul_ps(dw, _mm256_set1_ps(span[b].d[s]));
+                        *a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), scale, *a);
                     }
                 }
-                let dw = _mm256_cvtph_ps(_mm_loadu_si128(blk.d.as_ptr().add(ROWS * s).cast()));
-                for ((a, sum), span) in acc.iter_mut().zip(sums).zip(&spans) {
-                    let scale = _mm256_mul_ps(dw, _mm256_set1_ps(span[b].d[s]));
-                    *a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), scale, *a);
-                }
             }
-        }
-        for (row, a) in dst.iter_mut().zip(acc) {
-            _mm256_storeu_ps(row.as_mut_ptr(), a);
+            for (row, a) in dst.iter_mut().zip(acc) {
+                _mm256_storeu_ps(row.as_mut_ptr(), a);
+            }
         }
     }
 }
 
-/// [`group_dot_avx2`] for the first `count` (1 to [`TILE`]) rows.
-///
-/// # Safety
-/// As for [`group_dot_avx2`].
+/// Q8_0 has no 512-bit arrangement: at the AVX-512 VNNI tier the 256-bit body runs with
+/// the EVEX-encoded `vpdpbusd` (on AMD Zen 4 a 512-bit `vpdpbusd` does the work of two
+/// 256-bit ones in the same time).
 #[cfg(target_arch = "x86_64")]
-pub(super) unsafe fn group_dot(
-    w: &[Block],
-    rows: &[&[Q80Block]; TILE],
-    count: usize,
-    dst: &mut [[f32; ROWS]; TILE],
-) {
-    // SAFETY: the caller's guarantee is the kernel's.
-    unsafe {
-        match count {
-            1 => group_dot_avx2::<1>(w, rows, dst),
-            2 => group_dot_avx2::<2>(w, rows, dst),
-            3 => group_dot_avx2::<3>(w, rows, dst),
-            _ => group_dot_avx2::<4>(w, rows, dst),
-        }
+impl Kernels for Block {
+    #[inline(always)]
+    unsafe fn group_dot_avx512<const R: usize>(
+        w: &[Block],
+        rows: &[&[Q80Block]; TILE],
+        dst: &mut [[f32; ROWS]; TILE],
+    ) {
+        // SAFETY: the caller guarantees what the AVX-512 VNNI tier needs, which
+        // `group_dot_avx512vl` needs.
+        unsafe { super::dot256::group_dot_avx512vl::<Block, R>(w, rows, dst) }
     }
 }
