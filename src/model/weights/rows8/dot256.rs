@@ -56,7 +56,12 @@ pub(super) trait DotStep {
     ///
     /// # Safety
     /// As for the trait.
-    unsafe fn dot4_i32(acc: __m256i, w: __m256i, x: __m256i) -> __m256i;
+    #[inline(always)]
+    unsafe fn dot4_i32(acc: __m256i, w: __m256i, x: __m256i) -> __m256i {
+        // SAFETY: the caller's guarantee is `dot4`'s; a step whose `dot4` sums into
+        // 32-bit lanes needs nothing more.
+        unsafe { Self::dot4(acc, w, x) }
+    }
 
     /// Row `r`'s sum times its scale, in 32-bit lane `r` (`scale` from
     /// [`DotStep::widen_u8_scales`] or [`DotStep::load_i8_scales`]).
@@ -156,12 +161,6 @@ impl DotStep for Vpdpbusd {
     }
 
     #[inline(always)]
-    unsafe fn dot4_i32(acc: __m256i, w: __m256i, x: __m256i) -> __m256i {
-        // SAFETY: as in `widen_u8_scales`.
-        unsafe { Self::dot4(acc, w, x) }
-    }
-
-    #[inline(always)]
     unsafe fn scale(sums: __m256i, scale: __m256i) -> __m256i {
         // SAFETY: as in `widen_u8_scales`.
         unsafe { _mm256_mullo_epi32(sums, scale) }
@@ -197,12 +196,6 @@ impl DotStep for EvexVpdpbusd {
     unsafe fn dot4(acc: __m256i, w: __m256i, x: __m256i) -> __m256i {
         // SAFETY: the caller runs on a CPU with AVX-512 VNNI and VL (the trait's contract).
         unsafe { _mm256_dpbusd_epi32(acc, w, x) }
-    }
-
-    #[inline(always)]
-    unsafe fn dot4_i32(acc: __m256i, w: __m256i, x: __m256i) -> __m256i {
-        // SAFETY: as in `dot4`.
-        unsafe { Self::dot4(acc, w, x) }
     }
 
     #[inline(always)]
