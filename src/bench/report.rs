@@ -623,6 +623,13 @@ impl BenchReport {
                     ),
                 ),
                 ("grammar compile", format!("{:.1} ms", g.compile_ms)),
+                (
+                    "  warm-up beside the prefill",
+                    format!(
+                        "{} walks, {} tok, {:.0} ms",
+                        g.warm_up_walks, g.warm_up_tokens, g.warm_up_ms
+                    ),
+                ),
             ] {
                 row(&mut s, name, value, String::new(), String::new());
             }

@@ -24,7 +24,8 @@ use tokenizers::Tokenizer;
 use crate::bench::flops::{prefill_ops, vision_ops, PeakKind, Throughput};
 use crate::cpu::peak::Peak;
 use crate::decode::{
-    decode_move, DecodeOptions, Grammar, GrammarEngine, GrammarOptions, MoveSpec, TokenEnv,
+    decode_move, DecodeOptions, Grammar, GrammarEngine, GrammarOptions, MoveSpec, TokenEnv, WarmUp,
+    WarmUpStats, MAX_WALKS,
 };
 use crate::error::{Error, Result};
 use crate::image::{preprocess_bytes, PreprocessConfig};
@@ -302,6 +303,13 @@ pub struct GrammarResult {
     pub mask_p99_us: f64,
     /// `per_token_us` over the median decode step.
     pub ratio_to_decode_step: f64,
+    /// Walks through the new grammar beside the first decode's prefill that reached
+    /// its end.
+    pub warm_up_walks: usize,
+    /// Tokens those walks fed (a stopped walk's included).
+    pub warm_up_tokens: usize,
+    /// Time on the walks' thread.
+    pub warm_up_ms: f64,
     /// The move decoded (JSON).
     pub next_move: String,
 }
@@ -619,8 +627,21 @@ impl StageBench {
         let mut masks = Vec::new();
         let mut steps = Vec::new();
         let mut last = None;
-        for _ in 0..self.options.repeat {
+        let mut warm_up = WarmUpStats::default();
+        for i in 0..self.options.repeat {
+            // The first decode follows a whole prefill of the prompt, as a turn's does,
+            // with the new grammar walked beside it (see `WarmUp`); the repeats after it
+            // decode on the same grammar after one token.
+            let walks = if i == 0 {
+                self.model.truncate(0)?;
+                Some(WarmUp::start(&grammar, MAX_WALKS)?)
+            } else {
+                None
+            };
             let logits = self.prompt_logits()?;
+            if let Some(walks) = walks {
+                warm_up = walks.finish();
+            }
             let out = decode_move(
                 &mut self.model,
                 &logits,
@@ -656,6 +677,9 @@ impl StageBench {
             mask_p50_us: median(&masks),
             mask_p99_us: percentile(&masks, 99.0),
             ratio_to_decode_step: per_token_us / step_us,
+            warm_up_walks: warm_up.walks,
+            warm_up_tokens: warm_up.tokens,
+            warm_up_ms: ms(warm_up.time),
             next_move: serde_json::to_string(&out.next_move).unwrap_or_default(),
         })
     }

@@ -7,7 +7,8 @@
 //!    logits width as its size, and llguidance's parser factory.
 //! 2. [`Grammar`], once per turn (milliseconds): [`MoveSpec::new`] resolves the view
 //!    and [`GrammarOptions`] into allowed actions and targets, and
-//!    [`Grammar::for_move`] compiles it.
+//!    [`Grammar::for_move`] compiles it. [`WarmUp`] walks a new grammar on a thread of
+//!    its own while the prompt is fed, so the decode finds its lexer states built.
 //! 3. [`decode_move`], per output: mask → sample → commit from the logits of the
 //!    prompt's last position, forced-token runs fed as one forward pass, the JSON
 //!    parsed into a [`cel_contracts::NextMove`].
@@ -35,6 +36,7 @@ mod grammar;
 mod sampler;
 mod schema;
 mod token_env;
+mod warm_up;
 
 pub(crate) use answer::check_special_tokens;
 pub use answer::{decode_answer, AnswerSpec, DecodedAnswer};
@@ -47,6 +49,7 @@ pub use grammar::{Grammar, GrammarEngine};
 pub use sampler::{check_temperature, check_top_p, Sampler, Sampling};
 pub use schema::{GrammarOptions, MoveSpec, StringCaps};
 pub use token_env::{byte_level_decoder, TokenEnv, EOS_TOKEN};
+pub use warm_up::{WarmUp, WarmUpStats, MAX_WALKS};
 
 #[cfg(test)]
 mod tests {

@@ -36,7 +36,7 @@ use super::prefix_store::{PendingSave, PrefixStore};
 use crate::chat::{self, Role, Template};
 use crate::decode::{
     check_special_tokens, decode_answer, AnswerSpec, DecodeOptions, Grammar, GrammarOptions,
-    MoveSpec, Sampling, TokenEnv,
+    MoveSpec, Sampling, TokenEnv, WarmUp, WarmUpStats, MAX_WALKS,
 };
 use crate::error::{Error, Result};
 use crate::image::{preprocess_bytes, PreprocessConfig};
@@ -240,6 +240,9 @@ pub struct TurnStats {
     /// options: a step that left the screen's elements as they were), its lexer states
     /// already built by the last decode.
     pub grammar_reused: bool,
+    /// The walks through a newly compiled grammar during the prefill (none when the
+    /// grammar was reused); their time is on a thread of their own, not in `grammar`.
+    pub grammar_warm_up: WarmUpStats,
     /// The whole turn.
     pub total: Duration,
     /// What the prompt clipped, summarized or left out to respect its caps and the
@@ -753,6 +756,14 @@ impl Engine {
         )?;
         let grammar = self.grammar_for(&spec)?;
         self.last_stats.grammar += t.elapsed();
+        // A new grammar's lexer states are built while the prompt is fed (see WarmUp).
+        let warm_up = (!self.last_stats.grammar_reused)
+            .then(|| WarmUp::start(&grammar, MAX_WALKS))
+            .transpose()
+            .unwrap_or_else(|e| {
+                tracing::debug!("the grammar is not warmed up: {e}");
+                None
+            });
         self.last_prompt = prompt_text(
             self.renderer.system_text(),
             image.as_ref().map(|(_, img)| img.n_tokens()),
@@ -763,6 +774,7 @@ impl Engine {
 
         let prompt = self.prompt(&system, &fitted.screen, image.as_ref(), &fitted.task);
         let logits = self.feed_prompt(&prompt, system.len(), image)?;
+        self.last_stats.grammar_warm_up = warm_up.map(WarmUp::finish).unwrap_or_default();
         let decoded = decode_answer(self.model.as_mut(), &logits, &spec, &grammar, &self.decode)?;
         let d = &decoded.decoded.stats;
         self.last_stats.generated = d.tokens;

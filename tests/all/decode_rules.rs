@@ -10,7 +10,7 @@ use anyhow::{ensure, Result};
 use cel_contracts::{NextMove, PlannedAction};
 use sightline::decode::{
     decode, decode_move, parse_sentence, DecodeOptions, DecodedMove, Grammar, GrammarEngine,
-    GrammarOptions, MoveSpec, Sampling, TokenEnv,
+    GrammarOptions, MoveSpec, Sampling, TokenEnv, WarmUp,
 };
 use sightline::model::scripted::{LogitProfile, Script};
 use sightline::moves::{ActionKind, MoveLimits};
@@ -512,5 +512,57 @@ fn sentence_grammar_decodes_bounded_free_text() -> Result<()> {
     let out = decode(&mut model, &logits, &grammar, &DecodeOptions::default())?;
     let text = parse_sentence(&out.text)?;
     ensure!(env().tokenize(&text).len() <= 34, "{text}");
+    Ok(())
+}
+
+#[test]
+fn a_grammar_walked_before_its_decode_decodes_the_same_moves() -> Result<()> {
+    let ids = ids(40, false);
+    let click = format!(
+        r#"{{"kind":"batch","purpose":"open it","steps":[{{"purpose":"click","kind":"deterministic","action":{{"type":"click","target_id":"{}","expect_after":{{"kind":"dom_changed","timeout_ms":500}}}}}}]}}"#,
+        ids[7]
+    );
+    let targets = [
+        click.as_str(),
+        r#"{"kind":"done","summary":"The settings are open","extracted_data":null}"#,
+    ];
+    let spec = MoveSpec::new(&view(&ids, &[]), &GrammarOptions::default())?;
+    let cold = Grammar::for_move(env(), &spec, GrammarEngine::Lark)?;
+    let warm = Grammar::for_move(env(), &spec, GrammarEngine::Lark)?;
+
+    // Three walks, run to their end (nothing stops them here, as a prefill would).
+    let walks = WarmUp::start(&warm, 3)?;
+    let deadline = Instant::now() + std::time::Duration::from_secs(120);
+    while !walks.is_done() && Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let stats = walks.finish();
+    ensure!(stats.walks == 3 && stats.tokens > 3, "{stats:?}");
+
+    // The same moves as on the grammar no walk touched, token for token: the walks
+    // change the time a decode takes, never its output.
+    for target in targets {
+        let decoded = |grammar: &Grammar| -> Result<DecodedMove> {
+            let (mut model, logits) = steered(target)?;
+            Ok(decode_move(
+                &mut model,
+                &logits,
+                grammar,
+                &DecodeOptions::default(),
+            )?)
+        };
+        let (c, w) = (decoded(&cold)?, decoded(&warm)?);
+        ensure!(c.decoded.tokens == w.decoded.tokens);
+        ensure!(w.decoded.text == target, "{}", w.decoded.text);
+    }
+
+    // Stopped at once, walks that would never end return after the step they are in;
+    // so does a warm-up that is dropped.
+    let endless = WarmUp::start(
+        &Grammar::for_move(env(), &spec, GrammarEngine::Lark)?,
+        usize::MAX,
+    )?;
+    ensure!(endless.finish().walks < 1_000);
+    drop(WarmUp::start(&warm, usize::MAX)?);
     Ok(())
 }

@@ -332,6 +332,8 @@ fn a_turn_with_the_same_elements_reuses_the_compiled_grammar() -> Result<()> {
     // the same screen as a fresh compile gives.
     let (_, other_screen) = turn(&three, 1)?;
     assert!(other_screen.grammar_reused, "{other_screen:?}");
+    // A reused grammar is not walked again (its states are built).
+    assert_eq!(other_screen.grammar_warm_up, Default::default());
     let (again_move, again) = turn(&three, 0)?;
     assert!(again.grammar_reused, "{again:?}");
     assert_eq!(
