@@ -311,7 +311,20 @@ fn print_stats(planner: &LocalPlanner, s: &TurnStats) {
         100.0 * s.forced_share(),
         s.forward_passes
     );
-    let _ = writeln!(err, "grammar    {:>9.1} ms", ms(s.grammar));
+    let w = &s.grammar_warm_up;
+    let _ = writeln!(
+        err,
+        "grammar    {:>9.1} ms  {}",
+        ms(s.grammar),
+        if s.grammar_reused {
+            "the last turn's".to_string()
+        } else {
+            format!(
+                "compiled; {} warm-up walks ({} tokens) beside the prefill",
+                w.walks, w.tokens
+            )
+        }
+    );
     let _ = writeln!(err, "total      {:>9.1} ms", ms(s.total));
     if let Some(thought) = &s.thought {
         let _ = writeln!(err, "thought    {thought}");

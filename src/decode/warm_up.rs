@@ -7,27 +7,32 @@
 //! took two to three times as long as the same steps of a second decode on the same
 //! grammar.
 //!
-//! So when a turn compiles a grammar, decodes of it against a scripted model with seeded
-//! random logits (biased toward closing quotes and the end, so they finish; each under
-//! the decoder's own string bounds) run beside the prompt's prefill, and are stopped
-//! when the prefill ends. They reach the same kinds of states the real decode will
+//! So when a turn compiles a grammar, decodes of it against seeded random logits (biased
+//! toward tokens holding a closing quote or brace and toward the end, so they finish;
+//! each under the decoder's own string bounds) run beside the prompt's prefill, and are
+//! stopped when the prefill ends. They reach the same kinds of states the real decode will
 //! (the keys, the forced runs after each choice, the closing of strings); the choices
 //! differ from walk to walk. The prefill takes seconds on a CPU and the walks
 //! milliseconds each, and the decode waits for at most the step a walk is in when it
 //! is stopped. What the walks build is what a decode would have built: the output of a
 //! grammar is a pure function of its spec, the tokens and the logits, so nothing but
 //! time changes.
+//!
+//! The walks' model holds two rows of the vocabulary's width and a list of the boosted
+//! ids (about 2 MB for Qwen), not the vocabulary's bytes: the walks run during the
+//! turn's peak of memory.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use candle_core::{Device, Tensor};
+
 use super::decoder::{decode, DecodeOptions};
 use super::grammar::Grammar;
 use crate::error::{Error, Result};
-use crate::model::scripted::{LogitProfile, Script, ScriptedModel};
-use crate::model::VisionLanguageModel;
+use crate::model::{EncodedImage, PreprocessedImage, VisionLanguageModel};
 
 /// Most walks one warm-up takes: beyond a few, new walks find few new states (the
 /// choices that matter, such as the kind of action, have a handful of values).
@@ -96,27 +101,17 @@ impl Drop for WarmUp {
 /// The walks: walk `i` decodes against random logits seeded with `i`.
 fn walk(grammar: &Grammar, walks: usize, stop: Arc<AtomicBool>) -> WarmUpStats {
     let start = Instant::now();
-    let env = grammar.env();
     let mut stats = WarmUpStats::default();
-    let script = |seed| Script::Random {
-        seed,
-        profile: LogitProfile::QuotesAndEos,
-    };
-    let model = ScriptedModel::new(Arc::new(env.token_bytes()), env.eos(), script(0));
-    let Ok(model) = model else {
-        return stats;
-    };
-    let mut model = model.stopped_by(Arc::clone(&stop));
+    let mut model = Walker::new(grammar, stop);
     for seed in 0..walks as u64 {
-        if stop.load(Ordering::Relaxed) || model.truncate(0).is_err() {
+        if model.stopped() {
             break;
         }
-        model.set_script(script(seed));
-        let fed = model.tokens_fed();
+        model.restart(seed);
         let ended = model
             .logits()
             .and_then(|logits| decode(&mut model, &logits, grammar, &DecodeOptions::default()));
-        stats.tokens += model.tokens_fed() - fed;
+        stats.tokens += model.position;
         match ended {
             Ok(_) => stats.walks += 1,
             // Stopped (or a walk the decoder refused, which a real decode would meet
@@ -126,4 +121,123 @@ fn walk(grammar: &Grammar, walks: usize, stop: Arc<AtomicBool>) -> WarmUpStats {
     }
     stats.time = start.elapsed();
     stats
+}
+
+/// Extra noise beyond the vocabulary's width: the number of distinct rows.
+const NOISE_SLACK: usize = 1 << 16;
+
+/// The walks' model: each position's logits are a window of a fixed table of noise at an
+/// offset drawn from the seed and the position, plus a boost for the ids that hold a `"`
+/// or a `}` and for the end of sequence.
+struct Walker {
+    noise: Vec<f32>,
+    boosted: Vec<u32>,
+    eos: u32,
+    n_vocab: usize,
+    seed: u64,
+    /// Tokens fed since the walk began.
+    position: usize,
+    stop: Arc<AtomicBool>,
+    device: Device,
+}
+
+impl Walker {
+    fn new(grammar: &Grammar, stop: Arc<AtomicBool>) -> Self {
+        let env = grammar.env();
+        let n_vocab = env.n_vocab();
+        let mut state = 0x5EED_u64;
+        let noise = (0..n_vocab + NOISE_SLACK)
+            .map(|_| {
+                state = splitmix(state);
+                (state >> 40) as f32 / (1u64 << 24) as f32
+            })
+            .collect();
+        let boosted = (0..n_vocab as u32)
+            .filter(|&t| {
+                let bytes = env.token_bytes_of(t);
+                bytes.contains(&b'"') || bytes.contains(&b'}')
+            })
+            .collect();
+        Walker {
+            noise,
+            boosted,
+            eos: env.eos(),
+            n_vocab,
+            seed: 0,
+            position: 0,
+            stop,
+            device: Device::Cpu,
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    fn restart(&mut self, seed: u64) {
+        self.seed = seed;
+        self.position = 0;
+    }
+
+    fn logits(&self) -> Result<Tensor> {
+        let draw = splitmix(self.seed ^ splitmix(self.position as u64));
+        let offset = (draw % NOISE_SLACK as u64) as usize;
+        let mut row = self.noise[offset..offset + self.n_vocab].to_vec();
+        for &id in &self.boosted {
+            row[id as usize] += 0.9;
+        }
+        row[self.eos as usize] += 2.0;
+        Ok(Tensor::from_vec(row, self.n_vocab, &self.device)?)
+    }
+}
+
+/// SplitMix64: a fast, well-mixed step for seeded noise.
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl VisionLanguageModel for Walker {
+    fn vocab_size(&self) -> usize {
+        self.n_vocab
+    }
+
+    fn hidden_size(&self) -> usize {
+        0
+    }
+
+    fn device(&self) -> &Device {
+        &self.device
+    }
+
+    fn cache_len(&self) -> usize {
+        self.position
+    }
+
+    fn truncate(&mut self, len: usize) -> Result<()> {
+        self.position = self.position.min(len);
+        Ok(())
+    }
+
+    fn encode_image(&mut self, _image: &PreprocessedImage) -> Result<EncodedImage> {
+        Err(Error::internal("a grammar walk has no images"))
+    }
+
+    fn feed(&mut self, tokens: &[u32], _images: &[EncodedImage]) -> Result<Tensor> {
+        if self.stopped() {
+            return Err(Error::internal("the grammar's warm-up was stopped"));
+        }
+        self.position += tokens.len();
+        self.logits()
+    }
+
+    fn last_hidden(&self) -> Result<Tensor> {
+        Err(Error::internal("a grammar walk has no hidden state"))
+    }
+
+    fn lm_head_rows(&self, _ids: &[u32]) -> Result<Tensor> {
+        Err(Error::internal("a grammar walk has no language-model head"))
+    }
 }

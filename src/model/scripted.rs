@@ -11,10 +11,8 @@
 //! - [`Script::Random`]: seeded random logits, with a [`LogitProfile`] shaping them
 //!   (uniform, peaked, or biased toward closing quotes and EOS).
 //!
-//! It counts forward calls and tokens fed. Besides tests and benches, its random
-//! script walks a new grammar while the real model prefills (`decode::WarmUp`).
+//! It counts forward calls and tokens fed.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use candle_core::{Device, Tensor};
@@ -69,8 +67,6 @@ pub struct ScriptedModel {
     boosted: Arc<Vec<u32>>,
     /// Shared noise the random logits are windows of.
     noise: Arc<Vec<f32>>,
-    /// When set, every `feed` fails: how a decode on another thread is ended early.
-    stop: Option<Arc<AtomicBool>>,
 }
 
 /// Hidden size reported by the scripted model (its hidden state is zeros).
@@ -104,15 +100,7 @@ impl ScriptedModel {
             tokens_fed: 0,
             boosted: Arc::new(boosted),
             noise: Arc::new(noise_table(n + NOISE_SLACK)),
-            stop: None,
         })
-    }
-
-    /// The same model, whose every [`feed`](VisionLanguageModel::feed) fails once `flag`
-    /// is set.
-    pub fn stopped_by(mut self, flag: Arc<AtomicBool>) -> Self {
-        self.stop = Some(flag);
-        self
     }
 
     /// Replace the script (the cache is kept).
@@ -257,13 +245,6 @@ impl VisionLanguageModel for ScriptedModel {
     }
 
     fn feed(&mut self, tokens: &[u32], images: &[EncodedImage]) -> Result<Tensor> {
-        if self
-            .stop
-            .as_ref()
-            .is_some_and(|s| s.load(Ordering::Relaxed))
-        {
-            return Err(Error::internal("the scripted model was stopped"));
-        }
         if tokens.is_empty() {
             return Err(Error::invalid_input("feed needs at least one token"));
         }
