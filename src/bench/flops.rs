@@ -75,17 +75,23 @@ pub struct Throughput {
 impl Throughput {
     /// `ops` done in `ms`, against `peak` of kind `kind`.
     pub fn new(ops: f64, ms: f64, kind: PeakKind, peak: Option<&Peak>) -> Self {
-        let gops = ops / (ms.max(1e-9) * 1e6);
-        let limit = peak.and_then(|p| match kind {
+        let mut t = Throughput {
+            gop: ops / 1e9,
+            gops: ops / (ms.max(1e-9) * 1e6),
+            peak: kind,
+            fraction_of_peak: None,
+        };
+        t.held_against(peak);
+        t
+    }
+
+    /// Its share of `peak` (a peak measured again, see [`Peak::best_of`]).
+    pub fn held_against(&mut self, peak: Option<&Peak>) {
+        let limit = peak.and_then(|p| match self.peak {
             PeakKind::F32 => Some(p.f32_gflops),
             PeakKind::Int8 => p.int8_gops,
         });
-        Throughput {
-            gop: ops / 1e9,
-            gops,
-            peak: kind,
-            fraction_of_peak: limit.filter(|l| *l > 0.0).map(|l| gops / l),
-        }
+        self.fraction_of_peak = limit.filter(|l| *l > 0.0).map(|l| self.gops / l);
     }
 
     /// "123.4 GOP/s, 41% of the f32 peak" for the table.
@@ -151,8 +157,19 @@ mod tests {
             "{}",
             t.describe()
         );
-        let t = Throughput::new(50e9, 1000.0, PeakKind::Int8, Some(&peak));
+        let mut t = Throughput::new(50e9, 1000.0, PeakKind::Int8, Some(&peak));
         assert_eq!(t.fraction_of_peak, None);
+        // Measured again, better: the share follows the better measure.
+        let again = Peak {
+            f32_gflops: 80.0,
+            int8_gops: Some(200.0),
+            int8_path: Some("vnni".into()),
+            ..peak.clone()
+        };
+        let best = peak.clone().best_of(again);
+        assert_eq!((best.f32_gflops, best.int8_gops), (100.0, Some(200.0)));
+        t.held_against(Some(&best));
+        assert_eq!(t.fraction_of_peak, Some(0.25));
         assert_eq!(
             Throughput::new(1.0, 1.0, PeakKind::F32, None).fraction_of_peak,
             None
