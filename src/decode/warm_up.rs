@@ -32,6 +32,7 @@ use candle_core::{Device, Tensor};
 use super::decoder::{decode, DecodeOptions};
 use super::grammar::Grammar;
 use crate::error::{Error, Result};
+use crate::model::scripted::{noise_table, splitmix, NOISE_SLACK};
 use crate::model::{EncodedImage, PreprocessedImage, VisionLanguageModel};
 
 /// Most walks one warm-up takes: beyond a few, new walks find few new states (the
@@ -123,11 +124,8 @@ fn walk(grammar: &Grammar, walks: usize, stop: Arc<AtomicBool>) -> WarmUpStats {
     stats
 }
 
-/// Extra noise beyond the vocabulary's width: the number of distinct rows.
-const NOISE_SLACK: usize = 1 << 16;
-
-/// The walks' model: each position's logits are a window of a fixed table of noise at an
-/// offset drawn from the seed and the position, plus a boost for the ids that hold a `"`
+/// The walks' model: each position's logits are a window of the scripted model's table of
+/// noise at an offset drawn from the seed and the position (as its random script does), plus a boost for the ids that hold a `"`
 /// or a `}` and for the end of sequence.
 struct Walker {
     noise: Vec<f32>,
@@ -145,13 +143,7 @@ impl Walker {
     fn new(grammar: &Grammar, stop: Arc<AtomicBool>) -> Self {
         let env = grammar.env();
         let n_vocab = env.n_vocab();
-        let mut state = 0x5EED_u64;
-        let noise = (0..n_vocab + NOISE_SLACK)
-            .map(|_| {
-                state = splitmix(state);
-                (state >> 40) as f32 / (1u64 << 24) as f32
-            })
-            .collect();
+        let noise = noise_table(n_vocab + NOISE_SLACK);
         let boosted = (0..n_vocab as u32)
             .filter(|&t| {
                 let bytes = env.token_bytes_of(t);
@@ -189,14 +181,6 @@ impl Walker {
         row[self.eos as usize] += 2.0;
         Ok(Tensor::from_vec(row, self.n_vocab, &self.device)?)
     }
-}
-
-/// SplitMix64: a fast, well-mixed step for seeded noise.
-fn splitmix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 impl VisionLanguageModel for Walker {

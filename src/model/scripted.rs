@@ -189,10 +189,10 @@ impl ScriptedModel {
 }
 
 /// Extra noise-table entries beyond the vocabulary: the number of distinct windows.
-const NOISE_SLACK: usize = 1 << 16;
+pub(crate) const NOISE_SLACK: usize = 1 << 16;
 
 /// Uniform noise in [0, 1), `len` values from a fixed seed.
-fn noise_table(len: usize) -> Vec<f32> {
+pub(crate) fn noise_table(len: usize) -> Vec<f32> {
     let mut state = 0x5EED_u64;
     (0..len)
         .map(|_| {
@@ -202,8 +202,9 @@ fn noise_table(len: usize) -> Vec<f32> {
         .collect()
 }
 
-/// SplitMix64: a fast, well-mixed step for seeded test logits.
-fn splitmix(x: u64) -> u64 {
+/// SplitMix64: a fast, well-mixed step for seeded test logits (and the grammar walks'
+/// noise, `decode::WarmUp`).
+pub(crate) fn splitmix(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
