@@ -522,8 +522,8 @@ mod tests {
                 // candle's own quantized matmul for Q4_K and Q6_K: GGML's dot products
                 // on the stored blocks, or its repacked tiles, whichever this CPU takes;
                 // for Q8_0, GGML's product computed apart (`ggml_q8_0_product`).
-                let q = QTensor::quantize(&w, dtype)?;
-                let reference = QMatMul::from_qtensor(QTensor::quantize(&w, dtype)?)?;
+                let q = Arc::new(QTensor::quantize(&w, dtype)?);
+                let reference = QMatMul::from_arc(Arc::clone(&q))?;
                 // 150 rows of 2,048 columns: three runs of activation rows, the last
                 // one short.
                 for m in [1usize, 2, 3, 4, 5, 9, 150] {
@@ -680,10 +680,10 @@ mod tests {
     fn matrices_the_layout_cannot_hold_are_declined() -> anyhow::Result<()> {
         let dev = Device::Cpu;
         let w = Tensor::from_vec(weights(4, 16, 256), (16, 256), &dev)?;
+        let q8 = QTensor::quantize(&w, GgmlDType::Q8_0)?;
+        let q5 = QTensor::quantize(&w, GgmlDType::Q5K)?;
         for kernel in Kernel::ALL {
-            let q8 = QTensor::quantize(&w, GgmlDType::Q8_0)?;
             anyhow::ensure!(Rows8::from_qtensor(&q8, kernel)?.is_some(), "{kernel:?}");
-            let q5 = QTensor::quantize(&w, GgmlDType::Q5K)?;
             anyhow::ensure!(Rows8::from_qtensor(&q5, kernel)?.is_none(), "{kernel:?}");
         }
         let w12 = Tensor::from_vec(weights(5, 12, 256), (12, 256), &dev)?;
