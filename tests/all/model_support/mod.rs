@@ -30,6 +30,16 @@ pub enum Variant {
 
 /// Load `model` (`tiny-a` / `tiny-b`) as `variant`, f32 activations on the CPU.
 pub fn load(model: &str, variant: Variant) -> Result<Qwen3Vl> {
+    load_on(model, variant, Device::Cpu, Some(DType::F32))
+}
+
+/// [`load`] on `device` with activation dtype `dtype` (`None`: the device's default).
+pub fn load_on(
+    model: &str,
+    variant: Variant,
+    device: Device,
+    dtype: Option<DType>,
+) -> Result<Qwen3Vl> {
     let dir = fixtures().join(model);
     let (source, quantize) = match variant {
         Variant::Safetensors => (ModelSource::Safetensors { dir }, None),
@@ -47,7 +57,8 @@ pub fn load(model: &str, variant: Variant) -> Result<Qwen3Vl> {
     };
     let opts = LoadOptions {
         quantize,
-        dtype: Some(DType::F32),
+        device,
+        dtype,
         ..LoadOptions::new(source)
     };
     Ok(Qwen3Vl::load(&opts)?)
@@ -110,8 +121,9 @@ pub fn screen(case: &str) -> Result<PreprocessedImage> {
     })
 }
 
-/// max |a - b| over everything, as f32.
+/// max |a - b| over everything, as f32 (on `b`'s device: goldens live on the CPU).
 pub fn max_abs_diff(a: &Tensor, b: &Tensor) -> Result<f32> {
+    let a = a.to_device(b.device())?;
     Ok((a.to_dtype(DType::F32)? - b.to_dtype(DType::F32)?)?
         .abs()?
         .flatten_all()?
