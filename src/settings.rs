@@ -2,8 +2,8 @@
 //!
 //! [`ModelArgs`] is flattened into every command that loads a model (`run`, `plan`, `verify`,
 //! `generate`, `grader fit`, `bench`, `eval desktop`, `eval grounding`), so `--model`,
-//! `--device`, `--quantize`, `--max-visual-tokens`, `--threads`, `--dialect` and `--template` are spelled, defaulted and
-//! checked the same way everywhere. Device, quantization and budget are parsed into typed
+//! `--device`, `--quantize`, `--max-visual-tokens`, `--threads`, `--dtype`, `--dialect` and `--template` are spelled, defaulted and
+//! checked the same way everywhere. Device, quantization, activation type and budget are parsed into typed
 //! values while the command line is parsed: a typo is a usage error before anything is
 //! resolved, downloaded or loaded. [`ModelArgs::resolve`] then turns `--model` into files
 //! (downloading when needed) and [`ModelArgs::planner_options`] is the one builder of
@@ -13,6 +13,7 @@
 use std::str::FromStr;
 
 use candle_core::quantized::GgmlDType;
+use candle_core::DType;
 
 use crate::chat::Template;
 use crate::error::{Error, Result};
@@ -77,6 +78,10 @@ pub struct ModelArgs {
     /// Threads for the model and the image preprocessing (default: all cores).
     #[arg(long, value_parser = parse_threads)]
     pub threads: Option<usize>,
+    /// Activation type: f32, bf16 or f16 (default: f32; on CUDA, bf16 for a model whose
+    /// layers are stored as floats).
+    #[arg(long, value_parser = parse_dtype)]
+    pub dtype: Option<DType>,
     /// The output language the model answers in: json (Sightline's NextMove JSON),
     /// qwen-computer-use, qwen-computer-use-action, grounding-point, grounding-answer
     /// (default: the model manifest's, else json).
@@ -102,6 +107,16 @@ pub fn parse_visual_tokens(s: &str) -> std::result::Result<usize, String> {
 /// `--threads`: 1 to [`MAX_THREADS`].
 pub fn parse_threads(s: &str) -> std::result::Result<usize, String> {
     parse_count(s, MAX_THREADS, "threads")
+}
+
+/// `--dtype`: an activation type the model runs in.
+pub fn parse_dtype(s: &str) -> std::result::Result<DType, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "f32" => Ok(DType::F32),
+        "bf16" => Ok(DType::BF16),
+        "f16" => Ok(DType::F16),
+        _ => Err("expected f32, bf16 or f16".into()),
+    }
 }
 
 /// A count of `what` from 1 to `max`, or the usage error saying so.
@@ -160,6 +175,7 @@ impl ModelArgs {
         let mut options = PlannerOptions::new(ModelSource::try_from(resolved)?);
         options.device = self.device;
         options.quantize = self.quantize_dtype(None);
+        options.dtype = self.dtype;
         options.max_visual_tokens = Some(
             self.max_visual_tokens
                 .unwrap_or(resolved.visual_token_budget as usize),
@@ -192,6 +208,9 @@ impl ModelArgs {
         }
         if let Some(n) = self.threads {
             args.extend(["--threads".to_string(), n.to_string()]);
+        }
+        if let Some(d) = self.dtype {
+            args.extend(["--dtype".to_string(), d.as_str().to_string()]);
         }
         if let Some(d) = self.dialect {
             args.extend(["--dialect".to_string(), d.to_string()]);
@@ -282,7 +301,7 @@ mod tests {
     }
 
     #[test]
-    fn typos_in_device_quantize_budget_and_threads_are_usage_errors_at_parse_time() {
+    fn typos_in_device_quantize_budget_threads_and_dtype_are_usage_errors_at_parse_time() {
         for bad in [
             &["--device", "cuda:x"][..],
             &["--device", "gpu"],
@@ -292,6 +311,7 @@ mod tests {
             &["--threads", "many"],
             &["--dialect", "tars"],
             &["--template", "chatml"],
+            &["--dtype", "f64"],
         ] {
             let err = parse(bad).err();
             assert!(
@@ -316,13 +336,15 @@ mod tests {
                 "640",
                 "--threads",
                 "3",
+                "--dtype",
+                "f32",
                 "--dialect",
                 "qwen-computer-use-action",
                 "--template",
                 "qwen3-vl-thinking",
                 "--no-prefix-cache",
             ],
-            &["--device", "metal", "--quantize", "Q6_K"],
+            &["--device", "metal", "--quantize", "Q6_K", "--dtype", "BF16"],
         ] {
             let args = parse(given)?;
             let again = args.to_cli_args();

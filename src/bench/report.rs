@@ -5,9 +5,9 @@
 //! |---|---|
 //! | `sightline_version` | the crate version |
 //! | `model` | shape, format, files, size, whether this run generated it |
-//! | `machine` | threads, candle's thread count, CPU features (compile time and run time), the hand-written kernels' path, build warnings |
+//! | `machine` | the device and whether it is a GPU, threads, candle's thread count, CPU features (compile time and run time), the hand-written kernels' path, build warnings |
 //! | `settings` | prompt tokens, generated tokens, repetitions, visual-token budget |
-//! | `load` | load time, RSS after load, peak RSS during load |
+//! | `load` | load time, RSS after load, peak RSS during load, the activation type |
 //! | `peak` | the machine's arithmetic peak, measured on the bench's threads: f32 multiply-adds on the kernel path, int8 dots on candle's quantized tier (`null` on a GPU) |
 //! | `memory_check` | peak after load against file size + KV cache + 25% (issue 3) |
 //! | `vision` | image size, visual tokens, preprocess and encode medians, `throughput` (operations, rate, fraction of the f32 peak) |
@@ -59,6 +59,8 @@ pub struct ModelReport {
 pub struct MachineReport {
     /// The device the model ran on (`Cpu`, `Cuda(…)`, `Metal(…)`).
     pub device: String,
+    /// Whether that device is a GPU: the CPU's kernel path then only preprocesses.
+    pub gpu: bool,
     /// `--threads`.
     pub threads: usize,
     /// The thread count candle runs with.
@@ -92,7 +94,7 @@ pub struct MachineReport {
 
 impl MachineReport {
     /// Describe this process.
-    pub fn current(threads: usize, device: String) -> Self {
+    pub fn current(threads: usize, device: &candle_core::Device) -> Self {
         let mut compile = Vec::new();
         for (on, name) in [
             (cfg!(target_feature = "sse4.2"), "sse4.2"),
@@ -144,7 +146,8 @@ impl MachineReport {
             ));
         }
         MachineReport {
-            device,
+            device: format!("{device:?}"),
+            gpu: !device.is_cpu(),
             threads,
             candle_threads: candle_core::utils::get_num_threads(),
             compile_features: compile,
@@ -453,37 +456,46 @@ impl BenchReport {
         let mc = &self.machine;
         let _ = writeln!(
             s,
-            "  device {}, threads {} (candle {}), compiled with [{}], CPU has [{}]",
+            "  device {}, {} activations, threads {} (candle {}), compiled with [{}], CPU has [{}]",
             mc.device,
+            self.load.activations,
             mc.threads,
             mc.candle_threads,
             mc.compile_features.join(" "),
             mc.runtime_features.join(" ")
         );
-        let _ = writeln!(
-            s,
-            "  kernel path: {} (chosen at run time{}); quantized matmuls: {}",
-            mc.kernel_path,
-            match &mc.kernel_path_forced {
-                Some(v) => format!(", {}={v}", cpu::CPU_FEATURES_ENV),
-                None => String::new(),
-            },
-            match &mc.q4k_q6k_kernels {
-                Some(k) => format!(
-                    "Q4_K/Q6_K on Sightline's eight-row {k} kernels, other types candle's {}{}",
-                    mc.candle_quantized_kernels,
-                    match mc.other_types_widened_from_rows {
-                        Some(rows) => format!(
-                            " (from {rows} rows: Q8_0 on the eight-row kernel, the rest widened to f32)"
-                        ),
-                        None => " (Q8_0 on many rows on the eight-row kernel)".to_string(),
-                    }
-                ),
-                None => format!("candle's {}", mc.candle_quantized_kernels),
+        if mc.gpu {
+            let _ = writeln!(
+                s,
+                "  the model ran on the GPU's kernels (candle's and Sightline's); the CPU ({} path) preprocessed",
+                mc.kernel_path
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "  kernel path: {} (chosen at run time{}); quantized matmuls: {}",
+                mc.kernel_path,
+                match &mc.kernel_path_forced {
+                    Some(v) => format!(", {}={v}", cpu::CPU_FEATURES_ENV),
+                    None => String::new(),
+                },
+                match &mc.q4k_q6k_kernels {
+                    Some(k) => format!(
+                        "Q4_K/Q6_K on Sightline's eight-row {k} kernels, other types candle's {}{}",
+                        mc.candle_quantized_kernels,
+                        match mc.other_types_widened_from_rows {
+                            Some(rows) => format!(
+                                " (from {rows} rows: Q8_0 on the eight-row kernel, the rest widened to f32)"
+                            ),
+                            None => " (Q8_0 on many rows on the eight-row kernel)".to_string(),
+                        }
+                    ),
+                    None => format!("candle's {}", mc.candle_quantized_kernels),
+                }
+            );
+            for w in &mc.build_warnings {
+                let _ = writeln!(s, "  warning: {w}");
             }
-        );
-        for w in &mc.build_warnings {
-            let _ = writeln!(s, "  warning: {w}");
         }
         let st = &self.settings;
         let _ = writeln!(

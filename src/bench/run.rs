@@ -36,6 +36,8 @@ pub struct BenchSettings {
     pub cache_dir: Option<PathBuf>,
     /// Quantize a safetensors model while loading.
     pub quantize: Option<GgmlDType>,
+    /// The activation type; `None`: the device's default.
+    pub dtype: Option<candle_core::DType>,
     /// Where the model runs.
     pub device: DeviceChoice,
     /// Threads of the model, the preprocessing and llama.cpp.
@@ -78,6 +80,7 @@ pub fn run_bench(settings: &BenchSettings, note: &dyn Fn(&str)) -> Result<BenchR
         } else {
             None
         },
+        dtype: settings.dtype,
         seed: 7,
         device: device.clone(),
         peak: None,
@@ -142,7 +145,7 @@ pub fn run_bench(settings: &BenchSettings, note: &dyn Fn(&str)) -> Result<BenchR
     Ok(BenchReport {
         sightline_version: env!("CARGO_PKG_VERSION").to_string(),
         model: model_report,
-        machine: MachineReport::current(settings.threads, format!("{device:?}")),
+        machine: MachineReport::current(settings.threads, &device),
         settings: SettingsReport {
             prompt_tokens: settings.prompt_tokens,
             gen_tokens: settings.gen_tokens,

@@ -174,6 +174,8 @@ pub struct StageOptions {
     pub threads: usize,
     /// Quantize a safetensors model while loading.
     pub quantize: Option<GgmlDType>,
+    /// The activation type; `None`: the device's default.
+    pub dtype: Option<candle_core::DType>,
     /// Seed of the prompt tokens.
     pub seed: u64,
     /// Where the model runs; every stage's clock stops after the device has finished.
@@ -192,6 +194,7 @@ impl Default for StageOptions {
             max_visual_tokens: crate::image::DEFAULT_MAX_TOKENS,
             threads: 1,
             quantize: None,
+            dtype: None,
             seed: 7,
             device: candle_core::Device::Cpu,
             peak: None,
@@ -210,6 +213,8 @@ pub struct LoadResult {
     pub peak_rss_load_bytes: u64,
     /// Whether the peak counter was reset before the load (else it includes earlier work).
     pub peak_reset: bool,
+    /// The model's activation type (`F32`, `BF16`, `F16`).
+    pub activations: String,
 }
 
 /// Vision encode of the screenshot.
@@ -434,6 +439,7 @@ impl StageBench {
         let model = Qwen3Vl::load(&LoadOptions {
             quantize: options.quantize,
             device: options.device.clone(),
+            dtype: options.dtype,
             ..LoadOptions::new(source.clone())
         })?;
         let load_ms = ms(t.elapsed());
@@ -451,6 +457,7 @@ impl StageBench {
                 ((z ^ (z >> 31)) % ORDINARY_TOKENS as u64) as u32
             })
             .collect();
+        let activations = format!("{:?}", model.dtype());
         Ok((
             StageBench {
                 model,
@@ -466,6 +473,7 @@ impl StageBench {
                 rss_after_load_bytes: mem.rss_bytes,
                 peak_rss_load_bytes: mem.peak_rss_bytes,
                 peak_reset,
+                activations,
             },
         ))
     }

@@ -83,6 +83,7 @@ pub fn bench(args: &BenchArgs) -> Result<i32> {
         format: args.format,
         cache_dir: args.cache_dir.clone(),
         quantize: args.model.quantize_dtype(Some(DEFAULT_QUANTIZE)),
+        dtype: args.model.dtype,
         device: args.model.device,
         threads: args.model.apply_threads(),
         prompt_tokens: args.prompt_tokens,

@@ -101,6 +101,7 @@ fn generate_inner(args: &GenerateArgs) -> Result<()> {
     let mut model = Qwen3Vl::load(&LoadOptions {
         quantize: options.quantize,
         device: device.clone(),
+        dtype: options.dtype,
         ..LoadOptions::new(options.source.clone())
     })?;
     let tokenizer = options.source.tokenizer()?;

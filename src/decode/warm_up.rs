@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use candle_core::{Device, Tensor};
+use candle_core::{DType, Device, Tensor};
 
 use super::decoder::{decode, DecodeOptions};
 use super::grammar::Grammar;
@@ -194,6 +194,10 @@ impl VisionLanguageModel for Walker {
 
     fn device(&self) -> &Device {
         &self.device
+    }
+
+    fn dtype(&self) -> DType {
+        DType::F32
     }
 
     fn cache_len(&self) -> usize {

@@ -10,7 +10,7 @@ mod device;
 mod quant;
 pub mod scripted;
 
-use candle_core::{Device, Tensor};
+use candle_core::{DType, Device, Tensor};
 
 use crate::error::Result;
 /// The vision tower's input; it lives with the preprocessing that makes it.
@@ -52,6 +52,9 @@ pub trait VisionLanguageModel: Send {
 
     /// The device the model's tensors live on.
     fn device(&self) -> &Device;
+
+    /// The activation type (its KV cache's type too).
+    fn dtype(&self) -> DType;
 
     /// Number of positions currently in the KV cache.
     fn cache_len(&self) -> usize;

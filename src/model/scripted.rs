@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use candle_core::{Device, Tensor};
+use candle_core::{DType, Device, Tensor};
 
 use super::{EncodedImage, PreprocessedImage, VisionLanguageModel};
 use crate::error::{Error, Result};
@@ -222,6 +222,10 @@ impl VisionLanguageModel for ScriptedModel {
 
     fn device(&self) -> &Device {
         &self.device
+    }
+
+    fn dtype(&self) -> DType {
+        DType::F32
     }
 
     fn cache_len(&self) -> usize {

@@ -64,6 +64,9 @@ pub struct PlannerOptions {
     pub device: DeviceChoice,
     /// Quantize a safetensors model while loading (Q8_0, Q6K, Q5K, Q4K). Default: none.
     pub quantize: Option<GgmlDType>,
+    /// The activation type. Default: the device's
+    /// ([`default_activation_dtype`](crate::model::weights::default_activation_dtype)).
+    pub dtype: Option<candle_core::DType>,
     /// Most visual tokens per screenshot. Default: the model's `preprocessor_config.json`,
     /// else [`crate::image::DEFAULT_MAX_TOKENS`].
     pub max_visual_tokens: Option<usize>,
@@ -96,6 +99,7 @@ impl PlannerOptions {
             source,
             device: DeviceChoice::Auto,
             quantize: None,
+            dtype: None,
             max_visual_tokens: None,
             decode: DecodeOptions::default(),
             grammar: GrammarOptions::default(),
@@ -358,6 +362,7 @@ impl LocalPlanner {
         let weights = WeightSource::open(&LoadOptions {
             quantize: options.quantize,
             device: device.clone(),
+            dtype: options.dtype,
             ..LoadOptions::new(options.source.clone())
         })?;
         let config = weights.config().clone();
@@ -466,8 +471,9 @@ impl LocalPlanner {
         let prefix_store = match &options.prefix_cache {
             Some(dir) => {
                 let settings = format!(
-                    "{:?} {:?} quantize {:?} threads {}",
+                    "{:?} {:?} {:?} quantize {:?} threads {}",
                     model.device().location(),
+                    model.dtype(),
                     options.device,
                     options.quantize,
                     candle_core::utils::get_num_threads()

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use candle_core::{Device, Tensor};
+use candle_core::{DType, Device, Tensor};
 use tokio::sync::{Mutex, OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
 
 use crate::error::{Error, Result};
@@ -230,6 +230,10 @@ impl VisionLanguageModel for Interruptible<'_> {
 
     fn device(&self) -> &Device {
         self.model.device()
+    }
+
+    fn dtype(&self) -> DType {
+        self.model.dtype()
     }
 
     fn cache_len(&self) -> usize {

@@ -87,6 +87,11 @@ fn a_second_process_reads_the_system_prompt_from_the_cache_directory() -> Result
         .find(|l| l.starts_with("prefill"))
         .context("a prefill line")?;
     ensure!(line.contains(" from disk)"), "{second}");
+    // Another activation type is another entry: an f32 cache is never read into bf16.
+    let bf16 = plan(&["--dtype", "bf16"])?;
+    ensure!(bf16.contains("BF16 activations"), "{bf16}");
+    ensure!(!bf16.contains("from disk"), "{bf16}");
+    ensure!(std::fs::read_dir(&prefix)?.count() == 2, "{bf16}");
     Ok(())
 }
 

@@ -483,6 +483,9 @@ impl VisionLanguageModel for ScriptedSteps {
     fn device(&self) -> &Device {
         &self.device
     }
+    fn dtype(&self) -> candle_core::DType {
+        candle_core::DType::F32
+    }
     fn cache_len(&self) -> usize {
         self.fed.len()
     }

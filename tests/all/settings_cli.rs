@@ -54,6 +54,7 @@ fn a_typo_in_a_model_flag_is_a_usage_error_for_every_model_command() -> Result<(
         ("--quantize", "q3k"),
         ("--max-visual-tokens", "0"),
         ("--threads", "none"),
+        ("--dtype", "f8"),
     ] {
         for (subcommand, rest) in MODEL_COMMANDS {
             let mut args: Vec<&str> = subcommand.to_vec();
@@ -86,6 +87,7 @@ fn every_model_command_spells_the_model_flags_alike() -> Result<()> {
             "--quantize <QUANTIZE>",
             "--max-visual-tokens <MAX_VISUAL_TOKENS>",
             "--threads <THREADS>",
+            "--dtype <DTYPE>",
         ] {
             ensure!(help.contains(flag), "{args:?} lacks {flag}:\n{help}");
         }

@@ -47,11 +47,16 @@ impl WeightSource {
     /// Open the files named by `opts`, read and validate the configuration. Tensors are
     /// read later, one by one, as the model asks for them.
     pub fn open(opts: &LoadOptions) -> Result<Self> {
-        let conv = TensorConverter::new(opts)?;
         let (backend, config) = match &opts.source {
             ModelSource::Safetensors { dir } => open_safetensors(dir)?,
             ModelSource::Gguf { text, mmproj } => open_gguf(text, mmproj)?,
         };
+        let text_quantized = opts.quantize.is_some()
+            || match &backend {
+                Backend::Gguf { text, .. } => text.stores_quantized(),
+                Backend::Safetensors(_) => false,
+            };
+        let conv = TensorConverter::new(opts, text_quantized)?;
         Ok(WeightSource {
             backend,
             config,

@@ -457,6 +457,10 @@ impl VisionLanguageModel for Qwen3Vl {
         &self.device
     }
 
+    fn dtype(&self) -> DType {
+        self.dtype
+    }
+
     fn cache_len(&self) -> usize {
         self.cache.len()
     }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use candle_core::quantized::gguf_file::Value;
-use candle_core::quantized::{gguf_file, QTensor};
+use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
 use candle_core::Device;
 
 use super::mapped::{MappedFile, MappedPages};
@@ -163,6 +163,18 @@ impl GgufFile {
         })
     }
 
+    /// Whether the layers' matrices are stored quantized (any `blk.*` tensor in a type
+    /// other than f32, f16 or bf16): a Q4_K_M or Q8_0 file, not an f16 one.
+    pub(crate) fn stores_quantized(&self) -> bool {
+        self.content.tensor_infos.iter().any(|(name, info)| {
+            name.starts_with("blk.")
+                && !matches!(
+                    info.ggml_dtype,
+                    GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16
+                )
+        })
+    }
+
     /// Where tensor `name`'s bytes start in the file, if it fits in a `usize`.
     fn data_offset(&self, name: &str) -> Option<usize> {
         let info = self.content.tensor_infos.get(name)?;
@@ -232,8 +244,19 @@ impl GgufFile {
 mod tests {
     use super::*;
     use anyhow::{ensure, Context};
-    use candle_core::quantized::GgmlDType;
     use candle_core::Tensor;
+
+    /// The layers' storage picks the default activation type on CUDA: an f16 text file is
+    /// not quantized, a Q8_0 one is, and a vision file's `v.blk.*` matrices do not count.
+    #[test]
+    fn a_file_with_quantized_layers_is_told_from_a_float_one() -> anyhow::Result<()> {
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/fixtures");
+        let open = |name: &str| GgufFile::open(&fixtures.join(name));
+        ensure!(!open("tiny-a/tiny-a-f16.gguf")?.stores_quantized());
+        ensure!(open("tiny-b/tiny-b-q8_0.gguf")?.stores_quantized());
+        ensure!(!open("tiny-b/mmproj-tiny-b-q8_0.gguf")?.stores_quantized());
+        Ok(())
+    }
 
     /// A GGUF file holding one random Q6_K matrix, and that matrix.
     fn q6k_file(dir: &Path, rows: usize, cols: usize) -> anyhow::Result<(PathBuf, QTensor)> {

@@ -82,7 +82,9 @@ pub(crate) struct TensorConverter {
 
 impl TensorConverter {
     /// Checks the options (a supported quantization type, a float activation dtype).
-    pub(crate) fn new(opts: &LoadOptions) -> Result<Self> {
+    /// `text_quantized`: whether the text decoder's matrices will be quantized (stored so,
+    /// or quantized at load), which picks the default dtype on CUDA.
+    pub(crate) fn new(opts: &LoadOptions, text_quantized: bool) -> Result<Self> {
         if let Some(q) = opts.quantize {
             if !QUANTIZE_AT_LOAD_TYPES.contains(&q) {
                 return Err(Error::config(format!(
@@ -92,7 +94,7 @@ impl TensorConverter {
         }
         let dtype = opts
             .dtype
-            .unwrap_or_else(|| default_activation_dtype(&opts.device));
+            .unwrap_or_else(|| default_activation_dtype(&opts.device, text_quantized));
         if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
             return Err(Error::config(format!(
                 "activation dtype {dtype:?} is not a float type"
