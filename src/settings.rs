@@ -79,7 +79,7 @@ pub struct ModelArgs {
     #[arg(long, value_parser = parse_threads)]
     pub threads: Option<usize>,
     /// Activation type: f32, bf16 or f16 (default: f32; on CUDA, bf16 for a model whose
-    /// layers are stored as floats).
+    /// layers are stored in f16 or bf16).
     #[arg(long, value_parser = parse_dtype)]
     pub dtype: Option<DType>,
     /// The output language the model answers in: json (Sightline's NextMove JSON),

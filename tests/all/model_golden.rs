@@ -329,7 +329,7 @@ fn quantize_at_load_q8_0_agrees_with_reference_top1_and_cosine() -> Result<()> {
 
 /// The same cases on a GPU: `--features cuda` (device `SIGHTLINE_CUDA_DEVICE`, default
 /// 0) or `--features metal`. f32 activations must meet the CPU's f32 tolerances; the
-/// device's default activations (bf16 on CUDA for these float-stored models) are held to
+/// device's default activations (bf16 on CUDA for these bf16-stored models) are held to
 /// the Q8_0 noise bounds, since bf16's 8-bit mantissa rounds each activation by up to
 /// 2^-9, the order of Q8_0's per-block step. Measured on an H200: f32 ≤ 1.4e-6 relative;
 /// bf16 top-1 agreement 178/182 (tiny-a) and 176/182 (tiny-b), min cosine 0.99990.

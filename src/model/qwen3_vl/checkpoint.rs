@@ -16,7 +16,7 @@ use super::config::{GgufTensorFacts, Qwen3VlConfig};
 use super::names::{gguf_name, legacy_names, patch_embed_slice};
 use crate::error::{Error, Result};
 use crate::model::weights::{
-    open_shards, GgufFile, GgufPart, Linear, LoadOptions, MappedPages, ModelSource,
+    open_shards, GgufFile, GgufPart, LayerStorage, Linear, LoadOptions, MappedPages, ModelSource,
     SafetensorsFiles, Stored, TensorConverter,
 };
 
@@ -51,12 +51,12 @@ impl WeightSource {
             ModelSource::Safetensors { dir } => open_safetensors(dir)?,
             ModelSource::Gguf { text, mmproj } => open_gguf(text, mmproj)?,
         };
-        let text_quantized = opts.quantize.is_some()
-            || match &backend {
-                Backend::Gguf { text, .. } => text.stores_quantized(),
-                Backend::Safetensors(_) => false,
-            };
-        let conv = TensorConverter::new(opts, text_quantized)?;
+        let layers = match &backend {
+            _ if opts.quantize.is_some() => LayerStorage::Quantized,
+            Backend::Gguf { text, .. } => text.layer_storage(),
+            Backend::Safetensors(files) => files.layer_storage(),
+        };
+        let conv = TensorConverter::new(opts, layers)?;
         Ok(WeightSource {
             backend,
             config,

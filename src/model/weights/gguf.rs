@@ -9,6 +9,7 @@ use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
 use candle_core::Device;
 
 use super::mapped::{MappedFile, MappedPages};
+use super::LayerStorage;
 use crate::error::{Error, Result};
 
 /// Which file of a llama.cpp GGUF pair holds a tensor.
@@ -163,16 +164,30 @@ impl GgufFile {
         })
     }
 
-    /// Whether the layers' matrices are stored quantized (any `blk.*` tensor in a type
-    /// other than f32, f16 or bf16): a Q4_K_M or Q8_0 file, not an f16 one.
-    pub(crate) fn stores_quantized(&self) -> bool {
-        self.content.tensor_infos.iter().any(|(name, info)| {
-            name.starts_with("blk.")
-                && !matches!(
-                    info.ggml_dtype,
-                    GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16
-                )
-        })
+    /// How the layers' matrices (`blk.*`, rank 2) are stored: quantized if any is (a
+    /// Q4_K_M file keeps a few in other types), else half if any is, else f32 (also for a
+    /// file without layers, such as a vision file, whose blocks are `v.blk.*`).
+    pub(crate) fn layer_storage(&self) -> LayerStorage {
+        let types: Vec<GgmlDType> = self
+            .content
+            .tensor_infos
+            .iter()
+            .filter(|(name, info)| name.starts_with("blk.") && info.shape.rank() == 2)
+            .map(|(_, info)| info.ggml_dtype)
+            .collect();
+        if types
+            .iter()
+            .any(|t| !matches!(t, GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16))
+        {
+            LayerStorage::Quantized
+        } else if types
+            .iter()
+            .any(|t| matches!(t, GgmlDType::F16 | GgmlDType::BF16))
+        {
+            LayerStorage::Half
+        } else {
+            LayerStorage::F32
+        }
     }
 
     /// Where tensor `name`'s bytes start in the file, if it fits in a `usize`.
@@ -247,14 +262,14 @@ mod tests {
     use candle_core::Tensor;
 
     /// The layers' storage picks the default activation type on CUDA: an f16 text file is
-    /// not quantized, a Q8_0 one is, and a vision file's `v.blk.*` matrices do not count.
+    /// half, a Q8_0 one quantized, and a vision file's `v.blk.*` matrices do not count.
     #[test]
-    fn a_file_with_quantized_layers_is_told_from_a_float_one() -> anyhow::Result<()> {
+    fn a_files_layer_storage_is_read_from_its_blocks() -> anyhow::Result<()> {
         let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/fixtures");
         let open = |name: &str| GgufFile::open(&fixtures.join(name));
-        ensure!(!open("tiny-a/tiny-a-f16.gguf")?.stores_quantized());
-        ensure!(open("tiny-b/tiny-b-q8_0.gguf")?.stores_quantized());
-        ensure!(!open("tiny-b/mmproj-tiny-b-q8_0.gguf")?.stores_quantized());
+        ensure!(open("tiny-a/tiny-a-f16.gguf")?.layer_storage() == LayerStorage::Half);
+        ensure!(open("tiny-b/tiny-b-q8_0.gguf")?.layer_storage() == LayerStorage::Quantized);
+        ensure!(open("tiny-b/mmproj-tiny-b-q8_0.gguf")?.layer_storage() == LayerStorage::F32);
         Ok(())
     }
 

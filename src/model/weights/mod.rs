@@ -49,7 +49,9 @@ pub use gguf::{GgufMeta, GgufPart};
 pub use linear::Linear;
 pub use mapped::MappedPages;
 pub(crate) use safetensors::{open_shards, SafetensorsFiles};
-pub use source::{default_activation_dtype, LoadOptions, ModelSource, QUANTIZE_AT_LOAD_TYPES};
+pub use source::{
+    default_activation_dtype, LayerStorage, LoadOptions, ModelSource, QUANTIZE_AT_LOAD_TYPES,
+};
 
 /// The eight-row kernels Q4_K and Q6_K matmuls (and on AVX2, Q8_0 on many rows) run on
 /// here instead of candle's (`AVX2`
@@ -82,9 +84,9 @@ pub(crate) struct TensorConverter {
 
 impl TensorConverter {
     /// Checks the options (a supported quantization type, a float activation dtype).
-    /// `text_quantized`: whether the text decoder's matrices will be quantized (stored so,
-    /// or quantized at load), which picks the default dtype on CUDA.
-    pub(crate) fn new(opts: &LoadOptions, text_quantized: bool) -> Result<Self> {
+    /// `layers`: how the text decoder's matrices are held (quantize-at-load counts as
+    /// quantized), which picks the default dtype on CUDA.
+    pub(crate) fn new(opts: &LoadOptions, layers: LayerStorage) -> Result<Self> {
         if let Some(q) = opts.quantize {
             if !QUANTIZE_AT_LOAD_TYPES.contains(&q) {
                 return Err(Error::config(format!(
@@ -94,7 +96,7 @@ impl TensorConverter {
         }
         let dtype = opts
             .dtype
-            .unwrap_or_else(|| default_activation_dtype(&opts.device, text_quantized));
+            .unwrap_or_else(|| default_activation_dtype(&opts.device, layers));
         if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
             return Err(Error::config(format!(
                 "activation dtype {dtype:?} is not a float type"

@@ -5,6 +5,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use candle_core::safetensors::MmapedSafetensors;
+use safetensors::Dtype;
+
+use super::LayerStorage;
 
 use crate::error::{Error, Result};
 
@@ -16,6 +19,23 @@ pub(crate) struct SafetensorsFiles {
     pub(crate) st: MmapedSafetensors,
     /// Which file holds each tensor, for error messages.
     pub(crate) files: HashMap<String, PathBuf>,
+}
+
+impl SafetensorsFiles {
+    /// How the text layers' matrices (`model.language_model.layers.*`, rank 2) are stored:
+    /// half if any is f16 or bf16, else f32 (safetensors holds no quantized types).
+    pub(crate) fn layer_storage(&self) -> LayerStorage {
+        let half = self.st.tensors().iter().any(|(name, view)| {
+            name.starts_with("model.language_model.layers.")
+                && view.shape().len() == 2
+                && matches!(view.dtype(), Dtype::F16 | Dtype::BF16)
+        });
+        if half {
+            LayerStorage::Half
+        } else {
+            LayerStorage::F32
+        }
+    }
 }
 
 /// Maps the directory's shards (no tensor data is read). Shard names from the index must
@@ -76,4 +96,55 @@ pub(crate) fn open_shards(dir: &Path) -> Result<SafetensorsFiles> {
         st,
         files,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{DType, Device, Tensor};
+
+    /// A directory holding one `model.safetensors` with `tensors` (name, dtype, shape).
+    fn checkpoint(tensors: &[(&str, DType, &[usize])]) -> anyhow::Result<tempfile::TempDir> {
+        let dir = tempfile::tempdir()?;
+        let map: HashMap<String, Tensor> = tensors
+            .iter()
+            .map(|&(name, dtype, shape)| {
+                Ok((name.to_string(), Tensor::zeros(shape, dtype, &Device::Cpu)?))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        candle_core::safetensors::save(&map, dir.path().join("model.safetensors"))?;
+        Ok(dir)
+    }
+
+    /// What the default activation type on CUDA follows: the text layers' matrices, not
+    /// their norms (often f32 beside bf16 matrices) nor the vision tower's.
+    #[test]
+    fn the_text_layers_matrices_tell_half_from_f32() -> anyhow::Result<()> {
+        let layer = "model.language_model.layers.0.mlp.down_proj.weight";
+        let norm = "model.language_model.layers.0.input_layernorm.weight";
+        let vision = "model.visual.blocks.0.mlp.linear_fc1.weight";
+        for (tensors, want) in [
+            (vec![(layer, DType::BF16, &[4, 4][..])], LayerStorage::Half),
+            (vec![(layer, DType::F16, &[4, 4][..])], LayerStorage::Half),
+            (
+                vec![
+                    (layer, DType::F32, &[4, 4][..]),
+                    (norm, DType::BF16, &[4][..]),
+                ],
+                LayerStorage::F32,
+            ),
+            (
+                vec![
+                    (layer, DType::F32, &[4, 4][..]),
+                    (vision, DType::BF16, &[4, 4][..]),
+                ],
+                LayerStorage::F32,
+            ),
+        ] {
+            let dir = checkpoint(&tensors)?;
+            let got = open_shards(dir.path())?.layer_storage();
+            anyhow::ensure!(got == want, "{tensors:?}: {got:?}");
+        }
+        Ok(())
+    }
 }
