@@ -260,11 +260,6 @@ impl Qwen3Vl {
         self.text.quantized()
     }
 
-    /// The activation dtype.
-    pub fn dtype(&self) -> DType {
-        self.dtype
-    }
-
     /// The files the model was loaded from, in one line.
     pub fn source(&self) -> &str {
         &self.source
