@@ -8,8 +8,8 @@ use candle_core::quantized::gguf_file::Value;
 use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
 use candle_core::Device;
 
+use super::activations::LayerStorage;
 use super::mapped::{MappedFile, MappedPages};
-use super::LayerStorage;
 use crate::error::{Error, Result};
 
 /// Which file of a llama.cpp GGUF pair holds a tensor.

@@ -26,6 +26,7 @@
 //! the quantized matmul kernels of the device (on x86 CPUs with AVX2, Q4_K and Q6_K
 //! through the eight-row layouts of `rows8/`).
 
+mod activations;
 mod float_gemv;
 mod gguf;
 mod linear;
@@ -44,14 +45,13 @@ use candle_core::{DType, Device, Tensor};
 
 use crate::error::{Error, Result};
 
+pub use activations::{default_activation_dtype, LayerStorage};
 pub(crate) use gguf::GgufFile;
 pub use gguf::{GgufMeta, GgufPart};
 pub use linear::Linear;
 pub use mapped::MappedPages;
 pub(crate) use safetensors::{open_shards, SafetensorsFiles};
-pub use source::{
-    default_activation_dtype, LayerStorage, LoadOptions, ModelSource, QUANTIZE_AT_LOAD_TYPES,
-};
+pub use source::{LoadOptions, ModelSource, QUANTIZE_AT_LOAD_TYPES};
 
 /// The eight-row kernels Q4_K and Q6_K matmuls (and on AVX2, Q8_0 on many rows) run on
 /// here instead of candle's (`AVX2`

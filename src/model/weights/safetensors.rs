@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use candle_core::safetensors::MmapedSafetensors;
 use safetensors::Dtype;
 
-use super::LayerStorage;
+use super::activations::LayerStorage;
 
 use crate::error::{Error, Result};
 
