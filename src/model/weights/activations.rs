@@ -4,14 +4,16 @@
 use candle_core::{DType, Device};
 
 /// How a model's text layers hold their matrices: what the default activation type follows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Ordered so that a model's storage is the greatest of its matrices' (one quantized matrix
+/// makes it quantized, else one half matrix makes it half).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum LayerStorage {
-    /// Quantized (stored so, or quantized at load).
-    Quantized,
-    /// f16 or bf16.
-    Half,
     /// f32.
     F32,
+    /// f16 or bf16.
+    Half,
+    /// Quantized (stored so, or quantized at load).
+    Quantized,
 }
 
 /// The activation dtype used when the caller does not choose one: f32, except on CUDA for

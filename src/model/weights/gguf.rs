@@ -168,26 +168,17 @@ impl GgufFile {
     /// Q4_K_M file keeps a few in other types), else half if any is, else f32 (also for a
     /// file without layers, such as a vision file, whose blocks are `v.blk.*`).
     pub(crate) fn layer_storage(&self) -> LayerStorage {
-        let types: Vec<GgmlDType> = self
-            .content
+        self.content
             .tensor_infos
             .iter()
             .filter(|(name, info)| name.starts_with("blk.") && info.shape.rank() == 2)
-            .map(|(_, info)| info.ggml_dtype)
-            .collect();
-        if types
-            .iter()
-            .any(|t| !matches!(t, GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16))
-        {
-            LayerStorage::Quantized
-        } else if types
-            .iter()
-            .any(|t| matches!(t, GgmlDType::F16 | GgmlDType::BF16))
-        {
-            LayerStorage::Half
-        } else {
-            LayerStorage::F32
-        }
+            .map(|(_, info)| match info.ggml_dtype {
+                GgmlDType::F32 => LayerStorage::F32,
+                GgmlDType::F16 | GgmlDType::BF16 => LayerStorage::Half,
+                _ => LayerStorage::Quantized,
+            })
+            .max()
+            .unwrap_or(LayerStorage::F32)
     }
 
     /// Where tensor `name`'s bytes start in the file, if it fits in a `usize`.

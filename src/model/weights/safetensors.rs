@@ -25,16 +25,18 @@ impl SafetensorsFiles {
     /// How the text layers' matrices (`model.language_model.layers.*`, rank 2) are stored:
     /// half if any is f16 or bf16, else f32 (safetensors holds no quantized types).
     pub(crate) fn layer_storage(&self) -> LayerStorage {
-        let half = self.st.tensors().iter().any(|(name, view)| {
-            name.starts_with("model.language_model.layers.")
-                && view.shape().len() == 2
-                && matches!(view.dtype(), Dtype::F16 | Dtype::BF16)
-        });
-        if half {
-            LayerStorage::Half
-        } else {
-            LayerStorage::F32
-        }
+        self.st
+            .tensors()
+            .iter()
+            .filter(|(name, view)| {
+                name.starts_with("model.language_model.layers.") && view.shape().len() == 2
+            })
+            .map(|(_, view)| match view.dtype() {
+                Dtype::F16 | Dtype::BF16 => LayerStorage::Half,
+                _ => LayerStorage::F32,
+            })
+            .max()
+            .unwrap_or(LayerStorage::F32)
     }
 }
 
