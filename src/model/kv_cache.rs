@@ -8,6 +8,8 @@
 //! tokens, and doubling on the last run left up to twice the turn's KV resident (2B
 //! shape, a 2,746-token turn: capacity 5,000 positions, 0.5 GB more than the turn needs).
 //! Truncating only moves the length: the next append overwrites the old positions.
+//! A feed that arrives in chunks announces its whole length first ([`KvCache::expect`]),
+//! so the buffers grow once for it rather than once per chunk.
 
 use candle_core::{DType, Device, Tensor};
 
@@ -29,6 +31,9 @@ pub struct KvCache {
     layers: Vec<LayerCache>,
     len: usize,
     capacity: usize,
+    /// Positions the appends under way will reach ([`expect`](Self::expect)); growth
+    /// makes room for them at once.
+    expected: usize,
 }
 
 impl KvCache {
@@ -38,6 +43,7 @@ impl KvCache {
             layers: vec![LayerCache::default(); n_layers],
             len: 0,
             capacity: 0,
+            expected: 0,
         }
     }
 
@@ -68,6 +74,13 @@ impl KvCache {
         Ok(())
     }
 
+    /// The appends that follow will reach `len` positions in all (a prefill fed in
+    /// chunks): a buffer that must grow grows to hold them all, instead of once per
+    /// chunk, each growth copying what the buffer held. `0` forgets the expectation.
+    pub fn expect(&mut self, len: usize) {
+        self.expected = len;
+    }
+
     /// Forget everything and free the buffers.
     pub fn clear(&mut self) {
         for l in &mut self.layers {
@@ -87,6 +100,7 @@ impl KvCache {
         let needed = self.len + n;
         let capacity = self.capacity;
         let len = self.len;
+        let expected = self.expected;
         let entry = self
             .layers
             .get_mut(layer)
@@ -113,6 +127,7 @@ impl KvCache {
             .transpose()?
             .unwrap_or(0);
         let target_cap = if needed > capacity.max(layer_cap) {
+            let needed = needed.max(expected);
             (needed + needed / 8).max(INITIAL_CAPACITY)
         } else {
             capacity.max(layer_cap)
@@ -259,6 +274,34 @@ mod tests {
         let (ks, _) = cache.append(0, &run(1, len)?, &run(1, len)?)?;
         let all = ks.flatten_all()?.to_vec1::<f32>()?;
         assert!(all.iter().enumerate().all(|(i, &x)| x == i as f32));
+        Ok(())
+    }
+
+    /// A feed announced whole grows the buffers once, to an eighth over the whole, and
+    /// its chunks land where one append would have put them.
+    #[test]
+    fn an_expected_feed_grows_once_for_all_its_chunks() -> Result<()> {
+        let dev = Device::Cpu;
+        let mut cache = KvCache::new(1);
+        let total = 3 * 500 + 77;
+        cache.expect(total);
+        let mut capacities = Vec::new();
+        for n in [500, 500, 500, 77] {
+            let at = cache.len() as f32;
+            let kv = Tensor::arange(at, at + n as f32, &dev)?.reshape((1, 1, n, 1))?;
+            cache.append(0, &kv, &kv)?;
+            cache.commit(n);
+            capacities.push(cache.capacity());
+        }
+        cache.expect(0);
+        assert_eq!(capacities, vec![total + total / 8; 4]);
+        let (ks, _) = cache.append(
+            0,
+            &Tensor::zeros((1, 1, 1, 1), DType::F32, &dev)?,
+            &Tensor::zeros((1, 1, 1, 1), DType::F32, &dev)?,
+        )?;
+        let all = ks.flatten_all()?.to_vec1::<f32>()?;
+        assert!(all[..total].iter().enumerate().all(|(i, &x)| x == i as f32));
         Ok(())
     }
 

@@ -302,3 +302,36 @@ fn model_next_after(model: &mut Qwen3Vl, len: usize) -> Result<u32> {
     model.truncate(len)?;
     Ok(model.next_text_position())
 }
+
+/// A prompt fed in chunks (each appending to the cache the next reads, the image run and
+/// its DeepStack rows cut across chunks) gives the logits of one pass at every position,
+/// and leaves a cache the next token decodes on as on one pass's.
+#[test]
+fn a_prompt_fed_in_chunks_equals_one_pass() -> Result<()> {
+    for (name, case) in [("tiny-a", "ui_exact"), ("tiny-b", "ui_wide")] {
+        let mut model = load(name, Variant::Safetensors)?;
+        let (ids, split, images) = prompt(&mut model, name, case)?;
+        let whole = model.forward_all_logits(&ids, &images)?;
+        let whole_next = model.feed(&[9707], &[])?;
+        for chunk in [7, 16] {
+            // The image run ends at `split`: chunks of 7 cut it many times.
+            ensure!(
+                chunk < split,
+                "{name}/{case}: the image run ends at {split}"
+            );
+            model.truncate(0)?;
+            model.set_prefill_chunk(chunk);
+            let chunked = model.forward_all_logits(&ids, &images)?;
+            ensure!(model.cache_len() == ids.len());
+            let r = rel(&chunked, &whole)?;
+            let next = rel(&model.feed(&[9707], &[])?, &whole_next)?;
+            eprintln!("{name}/{case}: chunks of {chunk}: rel {r:e}, next token {next:e}");
+            ensure!(r <= KV_REUSE_RTOL, "{name}/{case}, chunks of {chunk}: {r}");
+            ensure!(
+                next <= KV_REUSE_RTOL,
+                "{name}/{case}, chunks of {chunk}, next: {next}"
+            );
+        }
+    }
+    Ok(())
+}

@@ -93,6 +93,15 @@ use vision::VisionModel;
 /// 6 MB, and from about 1,400 they pass glibc's largest `mmap` threshold.
 const PREFILL_HEAP_FROM_TOKENS: usize = 256;
 
+/// Most tokens of a feed that go through the decoder at once (llama.cpp's default
+/// micro-batch). A layer's activations grow with the tokens in flight: the 2B model's
+/// MLP alone holds three `(n, 6,144)` f32 tensors, 65 MB each at a turn's 2,666 tokens,
+/// so a whole turn went through the layers with about 300 MB of activations on top of
+/// its KV cache. In chunks of 512 that is a fifth; the matrices are read once per chunk
+/// (five times for such a turn), which measured level with one pass (ARCHITECTURE.md,
+/// decision 30).
+pub const PREFILL_CHUNK_TOKENS: usize = 512;
+
 /// A loaded Qwen3-VL model with its KV cache.
 pub struct Qwen3Vl {
     cfg: Qwen3VlConfig,
@@ -103,6 +112,8 @@ pub struct Qwen3Vl {
     /// i.e. the position the next text token takes after a truncate to `i + 1`.
     next_position: Vec<u32>,
     last_hidden: Option<Tensor>,
+    /// Most tokens through the decoder at once ([`PREFILL_CHUNK_TOKENS`]).
+    prefill_chunk: usize,
     device: Device,
     dtype: DType,
     source: String,
@@ -243,10 +254,19 @@ impl Qwen3Vl {
             vision,
             next_position: Vec::new(),
             last_hidden: None,
+            prefill_chunk: PREFILL_CHUNK_TOKENS,
             device: ws.device().clone(),
             dtype: ws.dtype(),
             source: ws.describe(),
         })
+    }
+
+    /// Feed at most `tokens` tokens (at least 1) through the decoder at once: less memory
+    /// for a long prompt's activations, a little more time for reading the matrices once
+    /// per chunk. The default is [`PREFILL_CHUNK_TOKENS`]; the logits do not depend on it
+    /// beyond the order of sums.
+    pub fn set_prefill_chunk(&mut self, tokens: usize) {
+        self.prefill_chunk = tokens.max(1);
     }
 
     /// The validated configuration.
@@ -367,15 +387,16 @@ impl Qwen3Vl {
             Tensor::cat(&pieces, 0)?
         };
 
-        let deepstack = if images.is_empty() || n_deepstack == 0 {
-            None
+        // The image-pad rows the DeepStack features are added to, ascending.
+        let rows: Vec<u32> = layout
+            .image_runs
+            .iter()
+            .flat_map(|&(s, l)| (s as u32)..(s + l) as u32)
+            .collect();
+        let features = if images.is_empty() || n_deepstack == 0 {
+            Vec::new()
         } else {
-            let rows: Vec<u32> = layout
-                .image_runs
-                .iter()
-                .flat_map(|&(s, l)| (s as u32)..(s + l) as u32)
-                .collect();
-            let features = (0..n_deepstack)
+            (0..n_deepstack)
                 .map(|layer| {
                     let per_image: Vec<Tensor> = images
                         .iter()
@@ -383,25 +404,85 @@ impl Qwen3Vl {
                         .collect::<candle_core::Result<_>>()?;
                     Ok(Tensor::cat(&per_image, 0)?)
                 })
-                .collect::<Result<Vec<_>>>()?;
-            Some(DeepstackInput {
-                rows: Tensor::new(rows.as_slice(), &self.device)?,
-                features,
-            })
+                .collect::<Result<Vec<_>>>()?
         };
 
-        let hidden = self.text.forward(
-            &embeds,
-            &layout.positions,
-            deepstack.as_ref(),
-            &mut self.cache,
-        )?;
-        // Commit only after the whole pass succeeded.
-        self.cache.commit(tokens.len());
+        // A long run goes through the decoder in chunks, each appending to the cache the
+        // next reads: a layer's activations are then a chunk's, not the whole run's.
+        let start_len = self.cache.len();
+        self.cache.expect(start_len + tokens.len());
+        let chunk = self.prefill_chunk;
+        let mut outs = Vec::with_capacity(tokens.len().div_ceil(chunk));
+        let fed = (0..tokens.len())
+            .step_by(chunk)
+            .try_for_each(|at| -> Result<()> {
+                let end = (at + chunk).min(tokens.len());
+                outs.push(self.forward_chunk(
+                    &embeds,
+                    &layout.positions,
+                    &rows,
+                    &features,
+                    at..end,
+                )?);
+                self.cache.commit(end - at);
+                Ok(())
+            })
+            .and_then(|()| match outs.len() {
+                1 => Ok(outs.remove(0)),
+                _ => Ok(Tensor::cat(&outs, 0)?),
+            });
+        self.cache.expect(0);
+        let hidden = match fed {
+            Ok(hidden) => hidden,
+            Err(e) => {
+                // On error the cache is as it was before the call.
+                self.cache.truncate(start_len)?;
+                return Err(e);
+            }
+        };
         self.next_position.extend_from_slice(&layout.next_position);
         let last = hidden.get(tokens.len() - 1)?;
         self.last_hidden = Some(last.to_dtype(DType::F32)?);
         Ok(hidden)
+    }
+
+    /// Tokens `range` of a feed through the decoder, appended to the cache after what it
+    /// holds (the caller commits): `embeds` and `positions` are the whole feed's, `rows`
+    /// its image-pad rows (ascending) and `features` their DeepStack features.
+    fn forward_chunk(
+        &mut self,
+        embeds: &Tensor,
+        positions: &[MropePosition],
+        rows: &[u32],
+        features: &[Tensor],
+        range: std::ops::Range<usize>,
+    ) -> Result<Tensor> {
+        let (at, len) = (range.start, range.len());
+        let embeds = if len == embeds.dim(0)? {
+            embeds.clone()
+        } else {
+            embeds.narrow(0, at, len)?
+        };
+        let first = rows.partition_point(|&r| (r as usize) < at);
+        let last = rows.partition_point(|&r| (r as usize) < range.end);
+        let deepstack = if features.is_empty() || first == last {
+            None
+        } else {
+            let local: Vec<u32> = rows[first..last].iter().map(|&r| r - at as u32).collect();
+            Some(DeepstackInput {
+                rows: Tensor::new(local.as_slice(), &self.device)?,
+                features: features
+                    .iter()
+                    .map(|f| f.narrow(0, first, last - first))
+                    .collect::<candle_core::Result<_>>()?,
+            })
+        };
+        self.text.forward(
+            &embeds,
+            &positions[range],
+            deepstack.as_ref(),
+            &mut self.cache,
+        )
     }
 }
 
