@@ -324,11 +324,11 @@ fn row(s: &mut String, name: &str, ours: String, theirs: String, r: String) {
 /// A turn's stages, one row each, and its token counts.
 fn stage_rows(s: &mut String, b: &StageTimes) {
     for (name, v) in [
-        ("  preprocess", b.preprocess_ms),
-        ("  vision", b.vision_ms),
-        ("  prefill", b.prefill_ms),
-        ("  decode", b.decode_ms),
-        ("  grammar", b.grammar_ms),
+        ("  preprocess", b.ms.preprocess_ms),
+        ("  vision", b.ms.vision_ms),
+        ("  prefill", b.ms.prefill_ms),
+        ("  decode", b.ms.decode_ms),
+        ("  grammar", b.ms.grammar_ms),
     ] {
         row(s, name, format!("{v:.0} ms"), String::new(), String::new());
     }
@@ -425,14 +425,14 @@ impl BenchReport {
             row(
                 s,
                 name,
-                format!("{:.0} ms", v.total_ms),
+                format!("{:.0} ms", v.ms.total_ms),
                 String::new(),
                 String::new(),
             );
             let _ = writeln!(
                 s,
                 "  ({} prompt tokens fed, {} reused; vision {:.0} ms, prefill {:.0} ms)",
-                v.prefill_new, v.prefill_reused, v.vision_ms, v.prefill_ms
+                v.prefill_new, v.prefill_reused, v.ms.vision_ms, v.ms.prefill_ms
             );
         }
     }

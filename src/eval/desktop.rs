@@ -344,12 +344,7 @@ pub fn planner_stages_from_trace(turns: &[TurnRecord]) -> Option<PlannerStages> 
         .filter_map(|v| serde_json::from_value::<StageTimes>(v.clone()).ok());
     for s in calls {
         sums.calls += 1;
-        sums.preprocess_ms += s.preprocess_ms;
-        sums.vision_ms += s.vision_ms;
-        sums.prefill_ms += s.prefill_ms;
-        sums.decode_ms += s.decode_ms;
-        sums.grammar_ms += s.grammar_ms;
-        sums.total_ms += s.total_ms;
+        sums.ms.add(&s.ms);
     }
     (sums.calls > 0).then_some(sums)
 }
@@ -400,6 +395,7 @@ pub fn run_suite(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::planner::StageMs;
 
     #[test]
     fn planner_stats_are_read_from_the_trace() -> crate::error::Result<()> {
@@ -407,8 +403,11 @@ mod tests {
         let view = serde_json::to_value(crate::view::empty_view("g")).map_err(json)?;
         let stats = |pre: f64, total: f64| {
             serde_json::to_value(StageTimes {
-                preprocess_ms: pre,
-                total_ms: total,
+                ms: StageMs {
+                    preprocess_ms: pre,
+                    total_ms: total,
+                    ..StageMs::default()
+                },
                 ..StageTimes::default()
             })
         };
@@ -426,8 +425,8 @@ mod tests {
         let p = planner_stages_from_trace(&turns)
             .ok_or_else(|| crate::error::Error::internal("three calls traced, none read"))?;
         assert_eq!(p.calls, 3);
-        assert_eq!(p.preprocess_ms, 2.0);
-        assert_eq!(p.total_ms, 12.5);
+        assert_eq!(p.ms.preprocess_ms, 2.0);
+        assert_eq!(p.ms.total_ms, 12.5);
         assert!(planner_stages_from_trace(&turns[..0]).is_none());
         Ok(())
     }

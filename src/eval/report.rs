@@ -12,6 +12,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::planner::StageMs;
 
 /// The normal quantile of a two-sided 95% interval.
 pub const Z_95: f64 = 1.959_963_984_540_054;
@@ -51,18 +52,9 @@ pub struct RunnerStages {
 pub struct PlannerStages {
     /// Planner calls (`decide_next` and `verify_done`) covered.
     pub calls: u64,
-    /// Screenshot decode and preprocessing.
-    pub preprocess_ms: f64,
-    /// Vision tower.
-    pub vision_ms: f64,
-    /// Prompt prefill.
-    pub prefill_ms: f64,
-    /// Decode steps.
-    pub decode_ms: f64,
-    /// Grammar compile, masks and commits.
-    pub grammar_ms: f64,
-    /// Whole planner calls.
-    pub total_ms: f64,
+    /// Their stages' times (flat in JSON: `preprocess_ms`, `vision_ms`, …).
+    #[serde(flatten)]
+    pub ms: StageMs,
 }
 
 /// What the checker said.
@@ -254,17 +246,13 @@ impl Summary {
             .collect();
         let calls: u64 = planner.iter().map(|p| p.calls).sum();
         let planner_stages_per_call = (calls > 0).then(|| {
-            let mean = |f: fn(&PlannerStages) -> f64| {
-                planner.iter().map(|p| f(p)).sum::<f64>() / calls as f64
-            };
+            let mut sum = StageMs::default();
+            for p in &planner {
+                sum.add(&p.ms);
+            }
             PlannerStages {
                 calls,
-                preprocess_ms: mean(|p| p.preprocess_ms),
-                vision_ms: mean(|p| p.vision_ms),
-                prefill_ms: mean(|p| p.prefill_ms),
-                decode_ms: mean(|p| p.decode_ms),
-                grammar_ms: mean(|p| p.grammar_ms),
-                total_ms: mean(|p| p.total_ms),
+                ms: sum.divided_by(calls as f64),
             }
         });
         Summary {
@@ -345,7 +333,7 @@ impl Summary {
             let _ = writeln!(
                 s,
                 "per planner call ({} calls): preprocess {:.1} ms, vision {:.1} ms, prefill {:.1} ms, decode {:.1} ms, grammar {:.1} ms, total {:.1} ms",
-                m.calls, m.preprocess_ms, m.vision_ms, m.prefill_ms, m.decode_ms, m.grammar_ms, m.total_ms
+                m.calls, m.ms.preprocess_ms, m.ms.vision_ms, m.ms.prefill_ms, m.ms.decode_ms, m.ms.grammar_ms, m.ms.total_ms
             );
         }
         s

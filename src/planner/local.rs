@@ -256,10 +256,9 @@ pub struct TurnStats {
     pub thought: Option<String>,
 }
 
-/// A turn's stage times and counts (and its thought) as data, for traces and `sightline eval`
-/// (which reads them from the trace, never from log lines). Times in milliseconds.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct StageTimes {
+/// A planner call's time by stage, in milliseconds (or a sum or mean of calls').
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StageMs {
     /// Screenshot decode and preprocessing.
     pub preprocess_ms: f64,
     /// Vision tower.
@@ -272,6 +271,39 @@ pub struct StageTimes {
     pub grammar_ms: f64,
     /// The whole call.
     pub total_ms: f64,
+}
+
+impl StageMs {
+    /// Add `other`'s times, stage by stage.
+    pub fn add(&mut self, other: &StageMs) {
+        self.preprocess_ms += other.preprocess_ms;
+        self.vision_ms += other.vision_ms;
+        self.prefill_ms += other.prefill_ms;
+        self.decode_ms += other.decode_ms;
+        self.grammar_ms += other.grammar_ms;
+        self.total_ms += other.total_ms;
+    }
+
+    /// Every stage divided by `n` (the mean of `n` calls whose sum this is).
+    pub fn divided_by(self, n: f64) -> StageMs {
+        StageMs {
+            preprocess_ms: self.preprocess_ms / n,
+            vision_ms: self.vision_ms / n,
+            prefill_ms: self.prefill_ms / n,
+            decode_ms: self.decode_ms / n,
+            grammar_ms: self.grammar_ms / n,
+            total_ms: self.total_ms / n,
+        }
+    }
+}
+
+/// A turn's stage times and counts (and its thought) as data, for traces and `sightline eval`
+/// (which reads them from the trace, never from log lines).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StageTimes {
+    /// The stages' times (flat in JSON: `preprocess_ms`, `vision_ms`, …).
+    #[serde(flatten)]
+    pub ms: StageMs,
     /// Prompt tokens fed.
     pub prefill_new: usize,
     /// Prompt tokens whose KV was reused.
@@ -309,12 +341,14 @@ impl TurnStats {
     pub fn stage_times(&self) -> StageTimes {
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         StageTimes {
-            preprocess_ms: ms(self.preprocess),
-            vision_ms: ms(self.vision),
-            prefill_ms: ms(self.prefill),
-            decode_ms: ms(self.decode),
-            grammar_ms: ms(self.grammar),
-            total_ms: ms(self.total),
+            ms: StageMs {
+                preprocess_ms: ms(self.preprocess),
+                vision_ms: ms(self.vision),
+                prefill_ms: ms(self.prefill),
+                decode_ms: ms(self.decode),
+                grammar_ms: ms(self.grammar),
+                total_ms: ms(self.total),
+            },
             prefill_new: self.prefill_new,
             prefill_reused: self.prefill_reused,
             prefill_from_disk: self.prefill_from_disk,

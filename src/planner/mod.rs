@@ -15,6 +15,6 @@ pub mod prefix_store;
 pub mod prompt;
 
 pub use local::{
-    DeviceChoice, LoadReport, LocalPlanner, ModelLoan, OwnedTurn, PlannerOptions, StageTimes, Turn,
-    TurnStats,
+    DeviceChoice, LoadReport, LocalPlanner, ModelLoan, OwnedTurn, PlannerOptions, StageMs,
+    StageTimes, Turn, TurnStats,
 };

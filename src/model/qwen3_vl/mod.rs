@@ -90,7 +90,8 @@ use vision::VisionModel;
 
 /// Tokens from which a feed is a prefill whose activations come from the heap
 /// ([`crate::cpu::LargeBlocksFromHeap`]): at 256 tokens the 2B model's MLP activations are
-/// 6 MB, and from about 1,400 they pass glibc's largest `mmap` threshold.
+/// 6 MB, 13 MB at a whole chunk ([`PREFILL_CHUNK_TOKENS`]); the scope's end hands the
+/// freed pages back.
 const PREFILL_HEAP_FROM_TOKENS: usize = 256;
 
 /// Most tokens of a feed that go through the decoder at once (llama.cpp's default
