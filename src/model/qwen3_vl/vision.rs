@@ -64,7 +64,12 @@ impl Attention {
     fn forward(&self, qkv: Tensor, cos: &Tensor, sin: &Tensor, hw: usize) -> Result<Tensor> {
         let n = qkv.dim(0)?;
         let (nh, hd) = (self.n_heads, self.head_dim);
-        let qkv = qkv.reshape((n, 3, nh, hd))?.permute((1, 2, 0, 3))?;
+        // Moved into the block, so the projection itself is not held under a shadowing
+        // name to the end of the function.
+        let qkv = {
+            let fused = qkv;
+            fused.reshape((n, 3, nh, hd))?.permute((1, 2, 0, 3))?
+        };
         let dtype = qkv.dtype();
         let (cos, sin) = (cos.to_dtype(dtype)?, sin.to_dtype(dtype)?);
         let q = rope(&qkv.get(0)?.unsqueeze(0)?.contiguous()?, &cos, &sin)?;
