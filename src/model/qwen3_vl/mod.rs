@@ -428,10 +428,7 @@ impl Qwen3Vl {
                 self.cache.commit(end - at);
                 Ok(())
             })
-            .and_then(|()| match outs.len() {
-                1 => Ok(outs.remove(0)),
-                _ => Ok(Tensor::cat(&outs, 0)?),
-            });
+            .and_then(|()| Ok(Tensor::cat(&outs, 0)?));
         self.cache.expect(0);
         let hidden = match fed {
             Ok(hidden) => hidden,
@@ -458,12 +455,9 @@ impl Qwen3Vl {
         features: &[Tensor],
         range: std::ops::Range<usize>,
     ) -> Result<Tensor> {
-        let (at, len) = (range.start, range.len());
-        let embeds = if len == embeds.dim(0)? {
-            embeds.clone()
-        } else {
-            embeds.narrow(0, at, len)?
-        };
+        let at = range.start;
+        // One chunk of the whole feed: candle's narrow is then a clone, and so is its cat.
+        let embeds = embeds.narrow(0, at, range.len())?;
         let first = rows.partition_point(|&r| (r as usize) < at);
         let last = rows.partition_point(|&r| (r as usize) < range.end);
         let deepstack = if features.is_empty() || first == last {
