@@ -122,14 +122,24 @@ impl Body256 for Block {
         // the features.
         unsafe {
             let mut acc = [_mm256_setzero_ps(); R];
+            // The four-byte steps of a sub-block run as a loop whose count the compiler
+            // does not see. Fully unrolled (LLVM's choice for a known eight), the body
+            // loaded all eight steps' weights and their magnitudes first and kept those
+            // 16 vectors through the rows: with AVX2's 16 registers it spilled to the
+            // stack on every step. As a loop, a step's weights live for that step alone:
+            // 103 -> 115 GOP/s on one thread (`rows8_prefill_timing`), the screenshot's
+            // encode 34-37 -> 32 s (2 threads, forced AVX2). The Q4_K and Q6_K bodies
+            // lost 4-5% the same way, so they stay unrolled.
+            let steps = std::hint::black_box(QK8_0 / 4);
             for (b, blk) in w.iter().enumerate() {
                 for s in 0..SUBS {
                     if s % 2 == 0 {
                         super::shared::prefetch_ahead(blk, s / 2);
                     }
                     let mut sums = [_mm256_setzero_si256(); R];
-                    for t in 0..QK8_0 / 4 {
-                        let wv = _mm256_load_si256(blk.qs.as_ptr().add(256 * s + 32 * t).cast());
+                    let weights = blk.qs.as_ptr().add(256 * s);
+                    for t in 0..steps {
+                        let wv = _mm256_load_si256(weights.add(32 * t).cast());
                         let magnitude = _mm256_abs_epi8(wv);
                         for (sum, span) in sums.iter_mut().zip(&spans) {
                             let four = span[b].qs.as_ptr().add(32 * s + 4 * t).cast::<i32>();
