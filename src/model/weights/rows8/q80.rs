@@ -118,8 +118,8 @@ impl Body256 for Block {
         use std::arch::x86_64::*;
         let spans: [&[Q80Block]; R] = std::array::from_fn(|i| &rows[i][..w.len()]);
         // SAFETY: every read is within a block (offsets below 2,048 bytes of `qs`, 64
-        // scales of `d`) or an activation span (below 256), and the caller guarantees
-        // the features.
+        // scales of `d`) or an activation span (below 256; `steps` is eight, which
+        // `black_box` returns unchanged), and the caller guarantees the features.
         unsafe {
             let mut acc = [_mm256_setzero_ps(); R];
             // The four-byte steps of a sub-block run as a loop whose count the compiler
