@@ -23,13 +23,17 @@ pub fn exp_nonpositive<const FMA: bool>(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
-    /// 1.5 · 2²³: adding and subtracting it rounds a float of magnitude below 2²² to the
-    /// nearest integer (ties to even) with two additions, which vectorize on every x86-64
-    /// (`round_ties_even` needs SSE4.1 and is a libm call in a baseline build).
-    const ROUND: f32 = 12_582_912.0;
+    /// 1.5 · 2²³ + 127: adding it rounds `x · log2 e` (magnitude below 2²²) to the nearest
+    /// integer `n` (ties to even) and leaves `n + 127`, the biased exponent of 2ⁿ, in the
+    /// low mantissa bits, which a shift moves into the exponent field. Float operations
+    /// only, so it vectorizes on every x86-64 (`round_ties_even` needs SSE4.1 and is a
+    /// libm call in a baseline build; an `as i32` cast does not vectorize), and one
+    /// addition does the rounding and the bias.
+    const SHIFT: f32 = 12_583_039.0;
     // Not `max`: a NaN must stay NaN.
     let xc = if x < -87.0 { -87.0 } else { x };
-    let n = (xc * LOG2E + ROUND) - ROUND;
+    let z = fmadd::<FMA>(xc, LOG2E, SHIFT);
+    let n = z - SHIFT;
     let r = fmadd::<FMA>(-n, LN2_LO, fmadd::<FMA>(-n, LN2_HI, xc));
     let mut p = 1.987_569_1e-4f32;
     p = fmadd::<FMA>(p, r, 1.398_199_9e-3);
@@ -38,10 +42,9 @@ pub fn exp_nonpositive<const FMA: bool>(x: f32) -> f32 {
     p = fmadd::<FMA>(p, r, 1.666_666_5e-1);
     p = fmadd::<FMA>(p, r, 0.5);
     let e = fmadd::<FMA>(p * r, r, r) + 1.0;
-    // 2^n by building the float's exponent field, n + 127 in [1, 127] after the clamp:
-    // adding 2^23 puts that integer in the low mantissa bits, the shift moves it into
-    // the exponent (float operations only, unlike an `as i32` cast, so it vectorizes).
-    let two_n = f32::from_bits((n + 127.0 + 8_388_608.0).to_bits() << 23);
+    // n + 127 is in [1, 127] after the clamp: the shift leaves exactly it in the exponent
+    // field (the mantissa's leading 1.5 · 2²³ bits fall off the top).
+    let two_n = f32::from_bits(z.to_bits() << 23);
     if x < -87.0 {
         0.0
     } else {

@@ -43,34 +43,45 @@ struct TileOperands<'a> {
     depth: usize,
 }
 
+/// Where a tile product's [`TR`] × [`TW`] results go: rows `stride` apart in `c`, added to
+/// what is there or (`from_zero`) replacing it. The kernels read and write the scores
+/// block and the output rows in place: a tile kept on the stack and copied in and out
+/// cost 6-7% of the score tiles.
+struct TileOut<'a> {
+    c: &'a mut [f32],
+    stride: usize,
+    from_zero: bool,
+}
+
 impl TileOperands<'_> {
-    /// Whether the slices hold every value a tile reads (`depth > 0`): what the vector
-    /// kernels need to read without checks (there are none off x86-64).
+    /// Whether the slices hold every value a tile reads and writes (`depth > 0`): what
+    /// the vector kernels need to work without checks (there are none off x86-64).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    fn hold_a_tile(&self) -> bool {
+    fn hold_a_tile(&self, out: &TileOut) -> bool {
         self.depth > 0
             && self.a.len() >= (TR - 1) * self.a_stride + self.depth
             && self.b.len() >= (self.depth - 1) * self.b_stride + TW
+            && out.c.len() >= (TR - 1) * out.stride + TW
     }
 }
 
-/// `acc[i][j] += Σ_c a[i][c] · b[c][j]` over the [`TileOperands`], with the kernel of
-/// `path` (the portable loop where `path`'s instructions are missing or the slices do
-/// not hold a whole tile). Scores are `q · kᵀ` from zero with `b` the transposed keys;
-/// the weighted values are `p · v` added to the output so far.
+/// `c[i][j] (+)= Σ_k a[i][k] · b[k][j]` over the [`TileOperands`] into the [`TileOut`],
+/// with the kernel of `path` (the portable loop where `path`'s instructions are missing
+/// or the slices do not hold a whole tile). Scores are `q · kᵀ` from zero with `b` the
+/// transposed keys; the weighted values are `p · v` added to the output so far.
 #[inline(always)]
-fn tile_mul_add<const FMA: bool>(path: CpuPath, x: TileOperands, acc: &mut [[f32; TW]; TR]) {
+fn tile_mul_add<const FMA: bool>(path: CpuPath, x: TileOperands, out: TileOut) {
     #[cfg(target_arch = "x86_64")]
-    if x.hold_a_tile() {
+    if x.hold_a_tile(&out) {
         match path {
             CpuPath::Avx512 if path.supported() => {
                 // SAFETY: the CPU has AVX-512F (`supported` reads the cached CPUID), and
                 // the slices hold a tile (checked above).
-                return unsafe { x86::tile_mul_add_avx512(x, acc) };
+                return unsafe { x86::tile_mul_add_avx512(x, out) };
             }
             CpuPath::Avx2 if path.supported() => {
                 // SAFETY: the CPU has AVX2 and FMA; the slices hold a tile.
-                return unsafe { x86::tile_mul_add_avx2(x, acc) };
+                return unsafe { x86::tile_mul_add_avx2(x, out) };
             }
             _ => {}
         }
@@ -78,9 +89,14 @@ fn tile_mul_add<const FMA: bool>(path: CpuPath, x: TileOperands, acc: &mut [[f32
     let _ = path;
     // The portable loop: the compiler vectorizes it to the widths the enclosing
     // function's target features allow.
-    for (pass, rows) in acc.chunks_exact_mut(PR).enumerate() {
+    for pass in 0..TR / PR {
         let mut sums = [[0f32; TW]; PR];
-        sums.copy_from_slice(rows);
+        if !out.from_zero {
+            for (i, row) in sums.iter_mut().enumerate() {
+                let at = (pass * PR + i) * out.stride;
+                row.copy_from_slice(&out.c[at..at + TW]);
+            }
+        }
         let a = &x.a[pass * PR * x.a_stride..];
         for c in 0..x.depth {
             let Some(b_row) = x.b.get(c * x.b_stride..c * x.b_stride + TW) else {
@@ -94,7 +110,10 @@ fn tile_mul_add<const FMA: bool>(path: CpuPath, x: TileOperands, acc: &mut [[f32
                 }
             }
         }
-        rows.copy_from_slice(&sums);
+        for (i, row) in sums.iter().enumerate() {
+            let at = (pass * PR + i) * out.stride;
+            out.c[at..at + TW].copy_from_slice(row);
+        }
     }
 }
 
@@ -108,7 +127,7 @@ fn tile_mul_add<const FMA: bool>(path: CpuPath, x: TileOperands, acc: &mut [[f32
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{TileOperands, TR, TW};
+    use super::{TileOperands, TileOut, TR, TW};
 
     const _: () = assert!(TW == 32 && TR == 8);
 
@@ -118,14 +137,19 @@ mod x86 {
     /// AVX-512F must be available, and the slices must hold a tile
     /// ([`TileOperands::hold_a_tile`]).
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn tile_mul_add_avx512(x: TileOperands, acc: &mut [[f32; TW]; TR]) {
+    pub(super) unsafe fn tile_mul_add_avx512(x: TileOperands, out: TileOut) {
         let (a_stride, b_stride, depth) = (x.a_stride, x.b_stride, x.depth);
+        let c = out.c.as_mut_ptr();
         let mut sums = [_mm512_setzero_ps(); 2 * TR];
-        for (i, row) in acc.iter().enumerate() {
-            // SAFETY: a row of `acc` is TW = 32 floats: two 16-float loads, at 0 and 16.
-            unsafe {
-                sums[2 * i] = _mm512_loadu_ps(row.as_ptr());
-                sums[2 * i + 1] = _mm512_loadu_ps(row.as_ptr().add(16));
+        if !out.from_zero {
+            for i in 0..TR {
+                // SAFETY: i < TR, so row i's TW = 32 floats (two 16-float loads, at 0 and
+                // 16) end within (TR - 1) * stride + TW, which the caller guarantees `c` holds.
+                unsafe {
+                    let row = c.add(i * out.stride);
+                    sums[2 * i] = _mm512_loadu_ps(row);
+                    sums[2 * i + 1] = _mm512_loadu_ps(row.add(16));
+                }
             }
         }
         let (a, b) = (x.a.as_ptr(), x.b.as_ptr());
@@ -146,11 +170,12 @@ mod x86 {
                 sums[2 * i + 1] = _mm512_fmadd_ps(x, b1, sums[2 * i + 1]);
             }
         }
-        for (i, row) in acc.iter_mut().enumerate() {
-            // SAFETY: as for the loads of `acc` above.
+        for i in 0..TR {
+            // SAFETY: as for the loads of `c` above.
             unsafe {
-                _mm512_storeu_ps(row.as_mut_ptr(), sums[2 * i]);
-                _mm512_storeu_ps(row.as_mut_ptr().add(16), sums[2 * i + 1]);
+                let row = c.add(i * out.stride);
+                _mm512_storeu_ps(row, sums[2 * i]);
+                _mm512_storeu_ps(row.add(16), sums[2 * i + 1]);
             }
         }
     }
@@ -164,19 +189,23 @@ mod x86 {
     /// AVX2 and FMA must be available, and the slices must hold a tile
     /// ([`TileOperands::hold_a_tile`]).
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn tile_mul_add_avx2(x: TileOperands, acc: &mut [[f32; TW]; TR]) {
+    pub(super) unsafe fn tile_mul_add_avx2(x: TileOperands, out: TileOut) {
         let (a_stride, b_stride, depth) = (x.a_stride, x.b_stride, x.depth);
-        let (a, b) = (x.a.as_ptr(), x.b.as_ptr());
+        let (a, b, c) = (x.a.as_ptr(), x.b.as_ptr(), out.c.as_mut_ptr());
         for half in 0..2 {
             for pass in 0..TR / QR {
                 let mut sums = [_mm256_setzero_ps(); 2 * QR];
-                for i in 0..QR {
-                    let row = &acc[pass * QR + i][16 * half..];
-                    // SAFETY: `row` is the 16 floats from column 16 · half of a TW-float
-                    // row: two 8-float loads, at 0 and 8.
-                    unsafe {
-                        sums[2 * i] = _mm256_loadu_ps(row.as_ptr());
-                        sums[2 * i + 1] = _mm256_loadu_ps(row.as_ptr().add(8));
+                // SAFETY (this and the stores below): the 16 floats from column 16 · half
+                // of tile row pass * QR + i < TR (two 8-float loads, at 0 and 8) end within
+                // (TR - 1) * stride + TW, which the caller guarantees `c` holds.
+                let row = |i: usize| unsafe { c.add((pass * QR + i) * out.stride + 16 * half) };
+                if !out.from_zero {
+                    for i in 0..QR {
+                        // SAFETY: see `row`.
+                        unsafe {
+                            sums[2 * i] = _mm256_loadu_ps(row(i));
+                            sums[2 * i + 1] = _mm256_loadu_ps(row(i).add(8));
+                        }
                     }
                 }
                 for c in 0..depth {
@@ -195,26 +224,14 @@ mod x86 {
                     }
                 }
                 for i in 0..QR {
-                    let row = &mut acc[pass * QR + i][16 * half..];
-                    // SAFETY: as for the loads of `acc` above.
+                    // SAFETY: see `row`.
                     unsafe {
-                        _mm256_storeu_ps(row.as_mut_ptr(), sums[2 * i]);
-                        _mm256_storeu_ps(row.as_mut_ptr().add(8), sums[2 * i + 1]);
+                        _mm256_storeu_ps(row(i), sums[2 * i]);
+                        _mm256_storeu_ps(row(i).add(8), sums[2 * i + 1]);
                     }
                 }
             }
         }
-    }
-}
-
-/// `dst[..w] = src[..w]`, `w` at most [`TW`]: a whole tile row (the usual case) is a copy
-/// of known length, which compiles to a few vector moves instead of a `memmove` call per
-/// row (a profile of the vision layer's timing showed those calls).
-#[inline(always)]
-fn copy_tile_row(dst: &mut [f32], src: &[f32], w: usize) {
-    match (dst.first_chunk_mut::<TW>(), src.first_chunk::<TW>()) {
-        (Some(d), Some(s)) if w == TW => *d = *s,
-        _ => dst[..w].copy_from_slice(&src[..w]),
     }
 }
 
@@ -299,9 +316,9 @@ fn attend_rows<const FMA: bool>(
             }
         }
         // Scores of the block.
+        // A tile past `kn` writes scores of the zero padding keys, which are not read.
         for i0 in (0..nr_tiles).step_by(TR) {
             for j0 in (0..kn).step_by(TW) {
-                let mut tile = [[0f32; TW]; TR];
                 let scores = TileOperands {
                     a: &qs[i0 * hd..],
                     a_stride: hd,
@@ -309,11 +326,12 @@ fn attend_rows<const FMA: bool>(
                     b_stride: TW,
                     depth: hd,
                 };
-                tile_mul_add::<FMA>(path, scores, &mut tile);
-                for (i, tile_row) in tile.iter().enumerate() {
-                    let w = TW.min(kn - j0);
-                    copy_tile_row(&mut s[(i0 + i) * KB + j0..], tile_row, w);
-                }
+                let out = TileOut {
+                    c: &mut s[i0 * KB + j0..],
+                    stride: KB,
+                    from_zero: true,
+                };
+                tile_mul_add::<FMA>(path, scores, out);
             }
         }
         // Running softmax per row.
@@ -343,10 +361,6 @@ fn attend_rows<const FMA: bool>(
             let mut c0 = 0;
             while c0 < hd {
                 let w = TW.min(hd - c0);
-                let mut acc = [[0f32; TW]; TR];
-                for (i, acc_row) in acc.iter_mut().enumerate() {
-                    copy_tile_row(acc_row, &o[(i0 + i) * hd + c0..], w);
-                }
                 let vb = &x.v[g * x.vs0 + kb0 * x.vs1 + c0..];
                 if w == TW {
                     let weighted = TileOperands {
@@ -356,20 +370,23 @@ fn attend_rows<const FMA: bool>(
                         b_stride: x.vs1,
                         depth: kn,
                     };
-                    tile_mul_add::<FMA>(path, weighted, &mut acc);
+                    let out = TileOut {
+                        c: &mut o[i0 * hd + c0..],
+                        stride: hd,
+                        from_zero: false,
+                    };
+                    tile_mul_add::<FMA>(path, weighted, out);
                 } else {
+                    // The last columns of a head size that is not a multiple of TW.
                     for j in 0..kn {
                         let vrow = &vb[j * x.vs1..][..w];
-                        for (i, acc_row) in acc.iter_mut().enumerate() {
-                            let p = s[(i0 + i) * KB + j];
-                            for (a, &v) in acc_row.iter_mut().zip(vrow) {
+                        for i in i0..i0 + TR {
+                            let p = s[i * KB + j];
+                            for (a, &v) in o[i * hd + c0..][..w].iter_mut().zip(vrow) {
                                 *a = fmadd::<FMA>(p, v, *a);
                             }
                         }
                     }
-                }
-                for (i, acc_row) in acc.iter().enumerate() {
-                    copy_tile_row(&mut o[(i0 + i) * hd + c0..], acc_row, w);
                 }
                 c0 += w;
             }
@@ -539,14 +556,10 @@ mod tests {
         let mut rng = rand::rngs::StdRng::seed_from_u64(3);
         let mut values =
             |n: usize| -> Vec<f32> { (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect() };
-        let start: Vec<f32> = values(TR * TW);
-        let mut from_start = [[0f32; TW]; TR];
-        for (row, src) in from_start.iter_mut().zip(start.chunks_exact(TW)) {
-            row.copy_from_slice(src);
-        }
-        for (depth, a_stride, b_stride, acc_start) in
-            [(72, 80, 100, [[0f32; TW]; TR]), (50, 64, 40, from_start)]
-        {
+        // Results rows 40 apart; the columns between are left alone.
+        let c_stride = 40;
+        let start: Vec<f32> = values(TR * c_stride);
+        for (depth, a_stride, b_stride, from_zero) in [(72, 80, 100, true), (50, 64, 40, false)] {
             let (a, b) = (values(TR * a_stride), values(depth * b_stride));
             let x = TileOperands {
                 a: &a,
@@ -555,12 +568,29 @@ mod tests {
                 b_stride,
                 depth,
             };
-            let mut portable = acc_start;
-            tile_mul_add::<false>(CpuPath::Portable, x, &mut portable);
+            let mut portable = start.clone();
+            let out = TileOut {
+                c: &mut portable,
+                stride: c_stride,
+                from_zero,
+            };
+            tile_mul_add::<false>(CpuPath::Portable, x, out);
+            for (row, start_row) in portable.chunks(c_stride).zip(start.chunks(c_stride)) {
+                assert_eq!(
+                    row[TW..],
+                    start_row[TW..],
+                    "a column past the tile was written"
+                );
+            }
             for path in CpuPath::available() {
-                let mut fast = acc_start;
-                tile_mul_add::<true>(path, x, &mut fast);
-                for (x, y) in fast.iter().flatten().zip(portable.iter().flatten()) {
+                let mut fast = start.clone();
+                let out = TileOut {
+                    c: &mut fast,
+                    stride: c_stride,
+                    from_zero,
+                };
+                tile_mul_add::<true>(path, x, out);
+                for (x, y) in fast.iter().zip(&portable) {
                     if (x - y).abs() > TILE_ATOL {
                         return Err(Error::internal(format!(
                             "{path:?} depth {depth}: {x} vs {y}"
