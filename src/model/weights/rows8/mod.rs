@@ -355,12 +355,12 @@ impl Lhs {
 /// thread).
 ///
 /// # Safety
-/// The CPU must have AVX2 and FMA.
+/// The CPU must have AVX2, FMA and F16C.
 unsafe fn quantize_rows<A: Activation>(xs: &[f32], (m, k): (usize, usize)) -> Vec<A> {
     let kb = k / QK_K;
     let mut lhs = vec![A::ZERO; m * kb];
     if m == 1 {
-        // SAFETY: the caller guarantees AVX2 and FMA.
+        // SAFETY: the caller guarantees AVX2, FMA and F16C.
         unsafe { quantize_row(xs, &mut lhs) };
     } else {
         let rows: Vec<_> = lhs
@@ -399,7 +399,7 @@ pub(crate) fn matmul(mats: &[&Rows8], xs: &[f32], m: usize) -> Result<Vec<Vec<f3
         )));
     }
     let kb = k / QK_K;
-    // SAFETY: every family needs AVX2 and FMA, and the CPU runs the matrices'.
+    // SAFETY: every family needs AVX2, FMA and F16C, and the CPU runs the matrices'.
     let lhs = unsafe {
         match activations {
             Activations::Q8K => Lhs::Q8K(quantize_rows(xs, (m, k))),

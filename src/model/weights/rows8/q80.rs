@@ -101,6 +101,60 @@ impl Activation for Q80Block {
             }
         }
     }
+
+    /// Per 32 values: the maximum magnitude in eight lanes, then `round(x / d)` as
+    /// Rust's `round` does it (half away from zero: add ±0.49999997, truncate; the
+    /// addition rounds exact halves up) and packed to bytes as GGML's AVX2 code packs
+    /// them. `max_ps` returns its second operand when the first is NaN, so a NaN value is
+    /// skipped in the maximum as `f32::max` skips it, and NaN quotients become 0 as the
+    /// `as i8` cast makes them.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn quantize_avx2(xs: &[f32], out: &mut [Self]) {
+        use std::arch::x86_64::*;
+        // SAFETY: the caller guarantees the features; every load reads 8 of the 32 values
+        // of `v`, every store writes the 32 bytes of one sub-block of `qs`.
+        unsafe {
+            let magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFF_FFFF));
+            let almost_half = _mm256_set1_ps(0.499_999_97);
+            let sign = _mm256_set1_ps(-0.0);
+            let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+            for (x, y) in xs.chunks_exact(QK_K).zip(out.iter_mut()) {
+                for (s, v) in x.chunks_exact(QK8_0).enumerate() {
+                    let v: [__m256; 4] =
+                        std::array::from_fn(|i| _mm256_loadu_ps(v.as_ptr().add(8 * i)));
+                    let mut m = _mm256_setzero_ps();
+                    for &vi in &v {
+                        m = _mm256_max_ps(_mm256_and_ps(vi, magnitude), m);
+                    }
+                    let m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+                    let m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+                    let amax = _mm_cvtss_f32(_mm_max_ss(m2, _mm_movehdup_ps(m2)));
+                    let d = amax / 127.0;
+                    let id = _mm256_set1_ps(if d != 0.0 { 1.0 / d } else { 0.0 });
+                    let q: [__m256i; 4] = std::array::from_fn(|i| {
+                        let t = _mm256_mul_ps(v[i], id);
+                        let t = _mm256_and_ps(t, _mm256_cmp_ps(t, t, _CMP_ORD_Q));
+                        let half = _mm256_or_ps(almost_half, _mm256_and_ps(t, sign));
+                        let r = _mm256_round_ps(
+                            _mm256_add_ps(t, half),
+                            _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC,
+                        );
+                        _mm256_cvttps_epi32(r)
+                    });
+                    let words = _mm256_packs_epi16(
+                        _mm256_packs_epi32(q[0], q[1]),
+                        _mm256_packs_epi32(q[2], q[3]),
+                    );
+                    let bytes = _mm256_permutevar8x32_epi32(words, order);
+                    _mm256_storeu_si256(y.qs.as_mut_ptr().add(QK8_0 * s).cast(), bytes);
+                    y.d[s] = _mm_cvtss_f32(_mm_cvtph_ps(
+                        _mm_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm_set_ss(d)),
+                    ));
+                }
+            }
+        }
+    }
 }
 
 /// Per sub-block, each row's 32 integer products summed in its 32-bit lane
@@ -175,5 +229,62 @@ impl Kernels for Block {
         // SAFETY: the caller guarantees what the AVX-512 VNNI tier needs, which
         // `group_dot_avx512vl` needs.
         unsafe { super::dot256::group_dot_avx512vl::<Block, R>(w, rows, dst) }
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+
+    /// The AVX2 quantizer writes the portable one's bytes and scales, on random rows
+    /// at several magnitudes and on the awkward values: exact halves, zeros, NaN,
+    /// infinities, subnormals, a scale past f16's range.
+    #[test]
+    fn the_avx2_quantizer_matches_the_portable_one() {
+        if !super::super::shared::Kernel::Avx2.runs_here() {
+            return;
+        }
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let mut rows: Vec<Vec<f32>> = [1e-3f32, 1.0, 300.0, 1e9]
+            .iter()
+            .map(|&scale| {
+                (0..2 * QK_K)
+                    .map(|_| rng.random_range(-scale..scale))
+                    .collect()
+            })
+            .collect();
+        let mut awkward: Vec<f32> = (0..2 * QK_K).map(|i| (i as f32 - 256.0) * 0.5).collect();
+        awkward[..32].fill(0.0);
+        awkward[40] = f32::NAN;
+        awkward[70] = f32::INFINITY;
+        awkward[100] = f32::NEG_INFINITY;
+        awkward[130..160].fill(1e-41);
+        awkward[200] = f32::NAN;
+        awkward[201..232].fill(f32::NAN);
+        rows.push(awkward);
+        // Each sub-block's maximum 127 makes d = 1, so x / d = k + 0.5 exactly.
+        rows.push(
+            (0..2 * QK_K)
+                .map(|i| match i % 32 {
+                    0 => 127.0,
+                    j => j as f32 - 16.5,
+                })
+                .collect(),
+        );
+        for xs in &rows {
+            let mut portable = [Q80Block::ZERO; 2];
+            Q80Block::quantize(xs, &mut portable);
+            let mut fast = [Q80Block::ZERO; 2];
+            // SAFETY: `runs_here` checked AVX2, FMA and F16C above.
+            unsafe { super::super::shared::quantize_row(xs, &mut fast) };
+            for (p, f) in portable.iter().zip(&fast) {
+                assert_eq!(p.qs, f.qs, "bytes of {:?}", &xs[..4]);
+                for (a, b) in p.d.iter().zip(&f.d) {
+                    assert_eq!(a.to_bits(), b.to_bits(), "scales of {:?}", &xs[..4]);
+                }
+            }
+        }
     }
 }

@@ -114,17 +114,31 @@ pub(super) trait Activation: Copy + Send + Sync {
     const ZERO: Self;
     /// Quantize `xs` (whole blocks) into `out`.
     fn quantize(xs: &[f32], out: &mut [Self]);
+
+    /// [`quantize`](Self::quantize) written with AVX2 intrinsics where the family has
+    /// them: the same bytes and scales. The compiler does not vectorize the portable
+    /// loop's running maximum (a chain of scalar `max`) or its saturating casts (one byte
+    /// inserted at a time).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn quantize_avx2(xs: &[f32], out: &mut [Self]) {
+        Self::quantize(xs, out)
+    }
 }
 
 /// Quantize one activation row of whole blocks to `A`.
 ///
 /// # Safety
-/// The CPU must have AVX2 and FMA (compiled for them so the rounding is inlined and
-/// the loops vectorized).
+/// The CPU must have AVX2, FMA and F16C (compiled for them so the intrinsics and the
+/// rounding are inlined and the loops vectorized).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn quantize_row<A: Activation>(xs: &[f32], out: &mut [A]) {
-    A::quantize(xs, out)
+    // SAFETY: this function's features, which the caller guarantees.
+    unsafe { A::quantize_avx2(xs, out) }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
