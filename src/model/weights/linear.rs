@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
-use candle_core::{DType, Module, Tensor};
+use candle_core::{CpuStorage, DType, Module, Storage, Tensor};
 
 use super::float_gemv;
 use super::rows8::{self, Rows8};
@@ -17,6 +17,24 @@ use crate::error::Result;
 /// Rows of `xs`: the product of all dims but the last.
 fn rows(xs: &Tensor) -> usize {
     xs.dims().iter().rev().skip(1).product()
+}
+
+/// `f` of `xs`'s values as f32 in row-major order: read in place from a contiguous CPU
+/// f32 tensor (the buffer read-locked meanwhile), converted into a copy otherwise. A
+/// vision-tower matmul's input is 20–80 MB.
+fn with_f32_values<T>(xs: &Tensor, f: impl FnOnce(&[f32]) -> Result<T>) -> Result<T> {
+    {
+        let (storage, layout) = xs.storage_and_layout();
+        if let (Storage::Cpu(CpuStorage::F32(data)), Some((a, b))) =
+            (&*storage, layout.contiguous_offsets())
+        {
+            if let Some(values) = data.get(a..b) {
+                return f(values);
+            }
+        }
+    }
+    let x: Vec<f32> = xs.to_dtype(DType::F32)?.flatten_all()?.to_vec1()?;
+    f(&x)
 }
 
 /// `xs @ wᵀ` through `gemv` (one of [`float_gemv`]'s entries) when `xs` has at most
@@ -164,11 +182,11 @@ impl Linear {
                 return Ok(Self::rows8_forward(&[self], xs)?.remove(0))
             }
             QMatMul::QTensor(q) if widens(q, rows(xs), xs.device().is_cpu()) => {
-                match self.q8_0_rows8_forward(q, xs)? {
-                    Some(ys) => ys,
-                    None => self.widened_forward(q, xs, DType::F32)?,
+                if let Some(ys) = self.q8_0_rows8_forward(q, xs)? {
+                    return Ok(ys);
                 }
-                .to_dtype(self.dtype)?
+                self.widened_forward(q, xs, DType::F32)?
+                    .to_dtype(self.dtype)?
             }
             QMatMul::QTensor(_) => self.quantized_forward(xs)?,
             // Half-precision weights kept as stored on the CPU: widened for this call.
@@ -198,8 +216,8 @@ impl Linear {
     /// activations quantized as GGML does for Q8_0: the same integer sums as candle's
     /// kernels, at six times their speed and 1.2× the widened f32 gemm's on the vision
     /// tower's MLP shape (`q8_0_vision_matmul_timing`). A mapped matrix's pages are
-    /// dropped after it. `None` for another type or a matrix the layout cannot hold (fewer
-    /// than 256 columns: it is widened).
+    /// dropped after it. The bias is added (in the activation dtype). `None` for another
+    /// type or a matrix the layout cannot hold (fewer than 256 columns: it is widened).
     fn q8_0_rows8_forward(&self, q: &QTensor, xs: &Tensor) -> Result<Option<Tensor>> {
         if q.dtype() != GgmlDType::Q8_0 {
             return Ok(None);
@@ -211,15 +229,32 @@ impl Linear {
             return Ok(None);
         };
         let (m, mut dims) = (rows(xs), xs.dims().to_vec());
-        let x: Vec<f32> = xs.to_dtype(DType::F32)?.flatten_all()?.to_vec1()?;
-        let y = rows8::matmul(&[&w], &x, m)?.remove(0);
+        let bias = self.f32_bias()?;
+        let y = with_f32_values(xs, |x| {
+            Ok(rows8::matmul_bias(&[&w], &[bias.as_deref()], x, m)?.remove(0))
+        })?;
         if let Some(pages) = &self.pages {
             pages.release();
         }
         if let Some(last) = dims.last_mut() {
             *last = w.rows();
         }
-        Ok(Some(Tensor::from_vec(y, dims, xs.device())?))
+        let y = Tensor::from_vec(y, dims, xs.device())?.to_dtype(self.dtype)?;
+        Ok(Some(match bias {
+            Some(_) => y,
+            None => self.add_bias(y)?,
+        }))
+    }
+
+    /// The bias's values when the output is f32, so the matmul can add it as it writes
+    /// (the same addition `add_bias` makes); `None` without a bias or at another dtype.
+    fn f32_bias(&self) -> Result<Option<Vec<f32>>> {
+        match &self.bias {
+            Some(b) if self.dtype == DType::F32 && b.dtype() == DType::F32 && b.rank() == 1 => {
+                Ok(Some(b.to_vec1()?))
+            }
+            _ => Ok(None),
+        }
     }
 
     fn add_bias(&self, ys: Tensor) -> Result<Tensor> {
@@ -243,21 +278,26 @@ impl Linear {
     fn rows8_forward(layers: &[&Linear], xs: &Tensor) -> Result<Vec<Tensor>> {
         let mats: Vec<&Rows8> = layers.iter().filter_map(|l| l.rows8.as_deref()).collect();
         let m = rows(xs);
-        let x: Vec<f32> = xs.to_dtype(DType::F32)?.flatten_all()?.to_vec1()?;
-        let outs = rows8::matmul(&mats, &x, m)?;
+        let biases = layers
+            .iter()
+            .map(|l| l.f32_bias())
+            .collect::<Result<Vec<_>>>()?;
+        let bias_slices: Vec<Option<&[f32]>> = biases.iter().map(Option::as_deref).collect();
+        let outs = with_f32_values(xs, |x| rows8::matmul_bias(&mats, &bias_slices, x, m))?;
         layers
             .iter()
             .zip(mats.iter().zip(outs))
-            .map(|(l, (w, y))| {
+            .zip(&biases)
+            .map(|((l, (w, y)), fused)| {
                 let mut dims = xs.dims().to_vec();
                 if let Some(last) = dims.last_mut() {
                     *last = w.rows();
                 }
                 let y = Tensor::from_vec(y, dims, xs.device())?.to_dtype(l.dtype)?;
-                Ok(match &l.bias {
-                    Some(b) => y.broadcast_add(b)?,
-                    None => y,
-                })
+                match fused {
+                    Some(_) => Ok(y),
+                    None => l.add_bias(y),
+                }
             })
             .collect()
     }

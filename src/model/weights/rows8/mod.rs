@@ -385,17 +385,40 @@ unsafe fn quantize_rows<A: Activation>(xs: &[f32], (m, k): (usize, usize)) -> Ve
 /// per matrix. The rows are quantized once and every matrix runs in one parallel region
 /// (the decode step's q/k/v and gate/up).
 pub(crate) fn matmul(mats: &[&Rows8], xs: &[f32], m: usize) -> Result<Vec<Vec<f32>>> {
+    matmul_bias(mats, &[], xs, m)
+}
+
+/// [`matmul`] with `biases[i]`, where given, added to matrix `i`'s every output row as
+/// the results are written (the same f32 addition as adding it after, without another
+/// pass over the output).
+pub(crate) fn matmul_bias(
+    mats: &[&Rows8],
+    biases: &[Option<&[f32]>],
+    xs: &[f32],
+    m: usize,
+) -> Result<Vec<Vec<f32>>> {
     let Some((k, activations)) = mats.first().map(|w| (w.k, w.activations())) else {
         return Ok(Vec::new());
     };
+    let bias = |i: usize| biases.get(i).copied().flatten();
     if mats
         .iter()
         .any(|w| w.k != k || w.activations() != activations || !w.kernel.runs_here())
         || xs.len() != m * k
+        || biases.len() > mats.len()
+        || mats
+            .iter()
+            .enumerate()
+            .any(|(i, w)| bias(i).is_some_and(|b| b.len() != w.n))
     {
         return Err(Error::internal(format!(
-            "eight-row matmul of {} values as {m} rows of {k}, matrices {mats:?}",
-            xs.len()
+            "eight-row matmul of {} values as {m} rows of {k}, matrices {mats:?}, biases of \
+             {:?} values",
+            xs.len(),
+            biases
+                .iter()
+                .map(|b| b.map(<[f32]>::len))
+                .collect::<Vec<_>>()
         )));
     }
     let kb = k / QK_K;
@@ -428,6 +451,10 @@ pub(crate) fn matmul(mats: &[&Rows8], xs: &[f32], m: usize) -> Result<Vec<Vec<f3
             let mat = first_group.partition_point(|&f| f <= group) - 1;
             let (w, out) = (mats[mat], out_ptrs[mat]);
             let g = group - first_group[mat];
+            let group_bias: [f32; ROWS] = match bias(mat) {
+                Some(b) => std::array::from_fn(|r| b[g * ROWS + r]),
+                None => [0.0; ROWS],
+            };
             let run_end = m.min((run + 1) * run_rows);
             for row0 in (run * run_rows..run_end).step_by(TILE) {
                 let count = TILE.min(run_end - row0);
@@ -435,7 +462,10 @@ pub(crate) fn matmul(mats: &[&Rows8], xs: &[f32], m: usize) -> Result<Vec<Vec<f3
                 // SAFETY: every matrix's family runs on this CPU (checked above), and
                 // `lhs` is quantized as they all need.
                 unsafe { w.group_dot(g, lhs, (row0, count), &mut dst) };
-                for (i, vals) in dst.iter().take(count).enumerate() {
+                for (i, vals) in dst.iter_mut().take(count).enumerate() {
+                    if bias(mat).is_some() {
+                        vals.iter_mut().zip(&group_bias).for_each(|(v, b)| *v += b);
+                    }
                     // SAFETY: this item alone writes columns 8g..8g+8 of its run's rows.
                     unsafe {
                         let at = out.get().add((row0 + i) * w.n + g * ROWS);
@@ -715,6 +745,48 @@ mod tests {
         // Matrices whose activations are quantized differently do not share a region.
         let q8_0 = laid_out(&w, GgmlDType::Q8_0, Kernel::Avx2)?;
         anyhow::ensure!(matmul(&[&rows8, &q8_0], &[0.0; 256], 1).is_err());
+        // A bias of another length than the matrix's rows, or more biases than matrices.
+        let x = [0.5; 256];
+        anyhow::ensure!(matmul_bias(&[&rows8], &[Some(&[1.0; 7])], &x, 1).is_err());
+        anyhow::ensure!(matmul_bias(&[&rows8], &[None, None], &x, 1).is_err());
+        Ok(())
+    }
+
+    /// A bias added as the results are written is the same f32 addition as adding it to
+    /// the product afterwards: bit for bit, for each matrix of a shared region, and a
+    /// matrix without one is left as it was.
+    #[test]
+    fn a_bias_added_in_the_matmul_equals_adding_it_after() -> anyhow::Result<()> {
+        let dev = Device::Cpu;
+        let k = 512;
+        for (kernel, dtype) in families_and_types() {
+            let a = laid_out(
+                &Tensor::from_vec(weights(7, 24, k), (24, k), &dev)?,
+                dtype,
+                kernel,
+            )?;
+            let b = laid_out(
+                &Tensor::from_vec(weights(8, 16, k), (16, k), &dev)?,
+                dtype,
+                kernel,
+            )?;
+            let bias: Vec<f32> = weights(9, 1, 32)
+                .iter()
+                .take(24)
+                .map(|v| v * 40.0)
+                .collect();
+            for m in [1usize, 5] {
+                let x = weights(10 + m as u64, m, k);
+                let plain = matmul(&[&a, &b], &x, m)?;
+                let biased = matmul_bias(&[&a, &b], &[Some(&bias), None], &x, m)?;
+                let added: Vec<f32> = plain[0]
+                    .chunks(24)
+                    .flat_map(|row| row.iter().zip(&bias).map(|(y, b)| y + b))
+                    .collect();
+                anyhow::ensure!(biased[0] == added, "{kernel:?} {dtype:?} m={m}: with bias");
+                anyhow::ensure!(biased[1] == plain[1], "{kernel:?} {dtype:?} m={m}: without");
+            }
+        }
         Ok(())
     }
 }
