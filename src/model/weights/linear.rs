@@ -405,36 +405,37 @@ mod tests {
         Ok(())
     }
 
-    /// The 2B vision tower's MLP input matmul (4,888 patch rows × 1,024 → 4,096) of a
-    /// Q8_0 matrix by each route this CPU has: the layer as it runs, the matrix widened to
-    /// f32 with candle's gemm, and candle's own int8 kernels; wall time with the pool's
-    /// threads, best of three, in GOP/s (a multiply-add counts two). Run optimized with
-    /// `--ignored --nocapture`.
+    /// The 2B vision tower's MLP matmuls (4,888 patch rows × 1,024 → 4,096 and 4,096 →
+    /// 1,024) of a Q8_0 matrix by each route this CPU has: the layer as it runs, the matrix
+    /// widened to f32 with candle's gemm, and candle's own int8 kernels; wall time with the
+    /// pool's threads, best of three, in GOP/s (a multiply-add counts two). Run optimized
+    /// with `--ignored --nocapture`.
     #[test]
     #[ignore = "measurement"]
     fn q8_0_vision_matmul_timing() -> anyhow::Result<()> {
-        let (m, n, k) = (4888, 4096, 1024);
-        let w = Tensor::randn(0f32, 0.05, (n, k), &Device::Cpu)?;
-        let q = Arc::new(QTensor::quantize(&w, GgmlDType::Q8_0)?);
-        let x = Tensor::randn(0f32, 1.0, (m, k), &Device::Cpu)?;
-        let layer = Linear::new(QMatMul::QTensor(q.clone()), None, DType::F32);
-        let candle = QMatMul::QTensor(q.clone());
-        let best = |run: &dyn Fn() -> Result<Tensor>| -> anyhow::Result<f64> {
-            let mut best = f64::INFINITY;
-            for _ in 0..3 {
-                let t = std::time::Instant::now();
-                run()?;
-                best = best.min(t.elapsed().as_secs_f64());
-            }
-            Ok(2.0 * (m * n * k) as f64 / best / 1e9)
-        };
-        let as_run = best(&|| layer.forward(&x))?;
-        let widened = best(&|| layer.widened_forward(&q, &x, DType::F32))?;
-        let int8 = best(&|| Ok(candle.forward(&x)?))?;
-        println!(
-            "{m}×{k} @ {k}×{n} Q8_0: as the layer runs {as_run:.1} GOP/s; widened to f32 \
-             {widened:.1} GFLOP/s; candle's int8 kernels {int8:.1} GOP/s"
-        );
+        for (m, n, k) in [(4888, 4096, 1024), (4888, 1024, 4096)] {
+            let w = Tensor::randn(0f32, 0.05, (n, k), &Device::Cpu)?;
+            let q = Arc::new(QTensor::quantize(&w, GgmlDType::Q8_0)?);
+            let x = Tensor::randn(0f32, 1.0, (m, k), &Device::Cpu)?;
+            let layer = Linear::new(QMatMul::QTensor(q.clone()), None, DType::F32);
+            let candle = QMatMul::QTensor(q.clone());
+            let best = |run: &dyn Fn() -> Result<Tensor>| -> anyhow::Result<f64> {
+                let mut best = f64::INFINITY;
+                for _ in 0..3 {
+                    let t = std::time::Instant::now();
+                    run()?;
+                    best = best.min(t.elapsed().as_secs_f64());
+                }
+                Ok(2.0 * (m * n * k) as f64 / best / 1e9)
+            };
+            let as_run = best(&|| layer.forward(&x))?;
+            let widened = best(&|| layer.widened_forward(&q, &x, DType::F32))?;
+            let int8 = best(&|| Ok(candle.forward(&x)?))?;
+            println!(
+                "{m}×{k} @ {k}×{n} Q8_0: as the layer runs {as_run:.1} GOP/s; widened to f32 \
+                 {widened:.1} GFLOP/s; candle's int8 kernels {int8:.1} GOP/s"
+            );
+        }
         Ok(())
     }
 }
