@@ -42,7 +42,7 @@ pub fn exp_nonpositive<const FMA: bool>(x: f32) -> f32 {
     let mut p = 8.312_525e-3f32;
     p = fmadd::<FMA>(p, r, 4.189_011_4e-2);
     p = fmadd::<FMA>(p, r, 1.666_711_4e-1);
-    p = fmadd::<FMA>(p, r, 0.499_992_32);
+    p = fmadd::<FMA>(p, r, 0.499_992_3);
     let e = fmadd::<FMA>(p * r, r, r) + 1.0;
     // n + 127 is in [1, 127] after the clamp: the shift leaves exactly it in the exponent
     // field (the mantissa's leading 1.5 · 2²³ bits fall off the top).

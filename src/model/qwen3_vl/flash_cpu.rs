@@ -195,13 +195,16 @@ mod x86 {
         for half in 0..2 {
             for pass in 0..TR / QR {
                 let mut sums = [_mm256_setzero_ps(); 2 * QR];
-                // SAFETY (this and the stores below): the 16 floats from column 16 · half
-                // of tile row pass * QR + i < TR (two 8-float loads, at 0 and 8) end within
-                // (TR - 1) * stride + TW, which the caller guarantees `c` holds.
-                let row = |i: usize| unsafe { c.add((pass * QR + i) * out.stride + 16 * half) };
+                // Where the 16 floats from column 16 · half of tile row pass * QR + i
+                // start (`wrapping_add`: computing the address is safe; each access below
+                // says why it is in bounds).
+                let row = |i: usize| c.wrapping_add((pass * QR + i) * out.stride + 16 * half);
                 if !out.from_zero {
                     for i in 0..QR {
-                        // SAFETY: see `row`.
+                        // SAFETY: tile row pass * QR + i < TR, so its 16 floats from column
+                        // 16 · half (two 8-float accesses, at 0 and 8; the stores below
+                        // likewise) end within (TR - 1) * stride + TW, which the caller
+                        // guarantees `c` holds.
                         unsafe {
                             sums[2 * i] = _mm256_loadu_ps(row(i));
                             sums[2 * i + 1] = _mm256_loadu_ps(row(i).add(8));
@@ -224,7 +227,7 @@ mod x86 {
                     }
                 }
                 for i in 0..QR {
-                    // SAFETY: see `row`.
+                    // SAFETY: as for the loads of `c` above.
                     unsafe {
                         _mm256_storeu_ps(row(i), sums[2 * i]);
                         _mm256_storeu_ps(row(i).add(8), sums[2 * i + 1]);

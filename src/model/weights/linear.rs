@@ -231,7 +231,7 @@ impl Linear {
         let (m, mut dims) = (rows(xs), xs.dims().to_vec());
         let bias = self.f32_bias()?;
         let y = with_f32_values(xs, |x| {
-            Ok(rows8::matmul_bias(&[&w], &[bias.as_deref()], x, m)?.remove(0))
+            Ok(rows8::matmul(&[&w], &[bias.as_deref()], x, m)?.remove(0))
         })?;
         if let Some(pages) = &self.pages {
             pages.release();
@@ -283,7 +283,7 @@ impl Linear {
             .map(|l| l.f32_bias())
             .collect::<Result<Vec<_>>>()?;
         let bias_slices: Vec<Option<&[f32]>> = biases.iter().map(Option::as_deref).collect();
-        let outs = with_f32_values(xs, |x| rows8::matmul_bias(&mats, &bias_slices, x, m))?;
+        let outs = with_f32_values(xs, |x| rows8::matmul(&mats, &bias_slices, x, m))?;
         layers
             .iter()
             .zip(mats.iter().zip(outs))

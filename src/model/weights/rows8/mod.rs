@@ -382,16 +382,11 @@ unsafe fn quantize_rows<A: Activation>(xs: &[f32], (m, k): (usize, usize)) -> Ve
 
 /// `xs @ wᵀ` for each matrix of `mats` (all with `k` columns and the same
 /// [`Activations`]) and `m` rows of `xs` (row-major `m × k` f32): one `m × n` output
-/// per matrix. The rows are quantized once and every matrix runs in one parallel region
-/// (the decode step's q/k/v and gate/up).
-pub(crate) fn matmul(mats: &[&Rows8], xs: &[f32], m: usize) -> Result<Vec<Vec<f32>>> {
-    matmul_bias(mats, &[], xs, m)
-}
-
-/// [`matmul`] with `biases[i]`, where given, added to matrix `i`'s every output row as
+/// per matrix, with `biases[i]`, where given, added to matrix `i`'s every output row as
 /// the results are written (the same f32 addition as adding it after, without another
-/// pass over the output).
-pub(crate) fn matmul_bias(
+/// pass over the output). The rows are quantized once and every matrix runs in one
+/// parallel region (the decode step's q/k/v and gate/up).
+pub(crate) fn matmul(
     mats: &[&Rows8],
     biases: &[Option<&[f32]>],
     xs: &[f32],
@@ -558,7 +553,7 @@ mod tests {
                 // one short.
                 for m in [1usize, 2, 3, 4, 5, 9, 150] {
                     let x = weights(seed + 100 + m as u64, m, k);
-                    let ours = matmul(&[&rows8], &x, m)?.remove(0);
+                    let ours = matmul(&[&rows8], &[], &x, m)?.remove(0);
                     let xs = Tensor::from_vec(x, (m, k), &dev)?;
                     let theirs = match dtype {
                         GgmlDType::Q8_0 => ggml_q8_0_product(&q, &xs)?,
@@ -595,10 +590,10 @@ mod tests {
             let refs: Vec<&Rows8> = mats.iter().map(|m| m.as_ref()).collect();
             for m in [1usize, 6] {
                 let x = weights(9, m, k);
-                let together = matmul(&refs, &x, m)?;
+                let together = matmul(&refs, &[], &x, m)?;
                 for (w, out) in refs.iter().zip(&together) {
                     anyhow::ensure!(out.len() == m * w.rows());
-                    anyhow::ensure!(*out == matmul(&[w], &x, m)?[0], "{kernel:?} m={m}");
+                    anyhow::ensure!(*out == matmul(&[w], &[], &x, m)?[0], "{kernel:?} m={m}");
                 }
             }
         }
@@ -654,7 +649,7 @@ mod tests {
                 best_of_three(clock, || {
                     for _ in 0..reps {
                         for w in mats {
-                            matmul(&[w], &xs[..m * k], m)?;
+                            matmul(&[w], &[], &xs[..m * k], m)?;
                         }
                     }
                     Ok(())
@@ -701,7 +696,7 @@ mod tests {
             const REPS: usize = 5;
             let best = best_of_three(
                 |f| crate::cpu::math::thread_cpu_seconds(f),
-                || (0..REPS).try_for_each(|_| matmul(&[&w], &xs, m).map(drop)),
+                || (0..REPS).try_for_each(|_| matmul(&[&w], &[], &xs, m).map(drop)),
             )?;
             let gops = 2.0 * (REPS * m * n * k) as f64 / best / 1e9;
             println!("{kernel:?} {dtype:?}: {m} rows × {n}×{k}: {gops:.1} GOP/s of CPU time");
@@ -741,14 +736,14 @@ mod tests {
         let dev = Device::Cpu;
         let w = Tensor::from_vec(weights(6, 8, 256), (8, 256), &dev)?;
         let rows8 = laid_out(&w, GgmlDType::Q4K, Kernel::Avx2)?;
-        anyhow::ensure!(matmul(&[&rows8], &[0.0; 255], 1).is_err());
+        anyhow::ensure!(matmul(&[&rows8], &[], &[0.0; 255], 1).is_err());
         // Matrices whose activations are quantized differently do not share a region.
         let q8_0 = laid_out(&w, GgmlDType::Q8_0, Kernel::Avx2)?;
-        anyhow::ensure!(matmul(&[&rows8, &q8_0], &[0.0; 256], 1).is_err());
+        anyhow::ensure!(matmul(&[&rows8, &q8_0], &[], &[0.0; 256], 1).is_err());
         // A bias of another length than the matrix's rows, or more biases than matrices.
         let x = [0.5; 256];
-        anyhow::ensure!(matmul_bias(&[&rows8], &[Some(&[1.0; 7])], &x, 1).is_err());
-        anyhow::ensure!(matmul_bias(&[&rows8], &[None, None], &x, 1).is_err());
+        anyhow::ensure!(matmul(&[&rows8], &[Some(&[1.0; 7])], &x, 1).is_err());
+        anyhow::ensure!(matmul(&[&rows8], &[None, None], &x, 1).is_err());
         Ok(())
     }
 
@@ -777,8 +772,8 @@ mod tests {
                 .collect();
             for m in [1usize, 5] {
                 let x = weights(10 + m as u64, m, k);
-                let plain = matmul(&[&a, &b], &x, m)?;
-                let biased = matmul_bias(&[&a, &b], &[Some(&bias), None], &x, m)?;
+                let plain = matmul(&[&a, &b], &[], &x, m)?;
+                let biased = matmul(&[&a, &b], &[Some(&bias), None], &x, m)?;
                 let added: Vec<f32> = plain[0]
                     .chunks(24)
                     .flat_map(|row| row.iter().zip(&bias).map(|(y, b)| y + b))
