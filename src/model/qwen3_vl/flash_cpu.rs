@@ -318,8 +318,8 @@ fn attend_rows<const FMA: bool>(
                 continue;
             }
         }
-        // Scores of the block.
-        // A tile past `kn` writes scores of the zero padding keys, which are not read.
+        // Scores of the block (the last tile's columns past `kn` are scores of the zero
+        // padding keys, written and never read).
         for i0 in (0..nr_tiles).step_by(TR) {
             for j0 in (0..kn).step_by(TW) {
                 let scores = TileOperands {

@@ -446,10 +446,8 @@ pub(crate) fn matmul(
             let mat = first_group.partition_point(|&f| f <= group) - 1;
             let (w, out) = (mats[mat], out_ptrs[mat]);
             let g = group - first_group[mat];
-            let group_bias: [f32; ROWS] = match bias(mat) {
-                Some(b) => std::array::from_fn(|r| b[g * ROWS + r]),
-                None => [0.0; ROWS],
-            };
+            let group_bias: Option<[f32; ROWS]> =
+                bias(mat).map(|b| std::array::from_fn(|r| b[g * ROWS + r]));
             let run_end = m.min((run + 1) * run_rows);
             for row0 in (run * run_rows..run_end).step_by(TILE) {
                 let count = TILE.min(run_end - row0);
@@ -458,8 +456,8 @@ pub(crate) fn matmul(
                 // `lhs` is quantized as they all need.
                 unsafe { w.group_dot(g, lhs, (row0, count), &mut dst) };
                 for (i, vals) in dst.iter_mut().take(count).enumerate() {
-                    if bias(mat).is_some() {
-                        vals.iter_mut().zip(&group_bias).for_each(|(v, b)| *v += b);
+                    if let Some(group_bias) = &group_bias {
+                        vals.iter_mut().zip(group_bias).for_each(|(v, b)| *v += b);
                     }
                     // SAFETY: this item alone writes columns 8g..8g+8 of its run's rows.
                     unsafe {
