@@ -21,7 +21,7 @@ pub fn fmadd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
 /// f32). Relative error below 2e-7 over [-87, 0]; below -87 (including -inf from a mask)
 /// it returns 0; NaN stays NaN. Cephes' degree-5 `P`, used before, is a little more
 /// accurate and costs two more multiply-adds a value: the vision tower's attention (one
-/// layer, one thread, AVX2) 1.252 -> 1.222 s.
+/// layer, one thread, forced AVX2 path of a Zen 4-class EPYC VM, release build) 1.252 -> 1.222 s.
 #[inline(always)]
 pub fn exp_nonpositive<const FMA: bool>(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
