@@ -35,6 +35,8 @@ mod decoder;
 mod grammar;
 mod sampler;
 mod schema;
+#[cfg(test)]
+mod step_timing;
 mod token_env;
 mod warm_up;
 

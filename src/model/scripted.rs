@@ -54,7 +54,7 @@ pub enum Script {
 }
 
 /// The scripted test double. See the module docs.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ScriptedModel {
     token_bytes: Arc<Vec<Vec<u8>>>,
     eos: u32,
@@ -67,7 +67,18 @@ pub struct ScriptedModel {
     boosted: Arc<Vec<u32>>,
     /// Shared noise the random logits are windows of.
     noise: Arc<Vec<f32>>,
+    /// Read at the start of every pass (see [`ScriptedModel::streaming`]).
+    weights: Arc<[u64]>,
 }
+
+// Not the vocabulary, the noise or the streamed weights: megabytes each.
+crate::debug_fields::debug_fields!(ScriptedModel {
+    eos,
+    script,
+    cache,
+    forward_calls,
+    tokens_fed
+});
 
 /// Hidden size reported by the scripted model (its hidden state is zeros).
 const SCRIPTED_HIDDEN: usize = 8;
@@ -100,7 +111,16 @@ impl ScriptedModel {
             tokens_fed: 0,
             boosted: Arc::new(boosted),
             noise: Arc::new(noise_table(n + NOISE_SLACK)),
+            weights: Arc::new([]),
         })
+    }
+
+    /// Read `mib` MiB, one load per cache line, at the start of every pass, as a real
+    /// model's pass streams its weights through every cache: what runs between passes
+    /// (the grammar) then meets the caches a real CPU decode leaves it.
+    pub fn streaming(mut self, mib: usize) -> Self {
+        self.weights = (0..(mib << 17) as u64).collect();
+        self
     }
 
     /// Replace the script (the cache is kept).
@@ -266,6 +286,8 @@ impl VisionLanguageModel for ScriptedModel {
                 "token {bad} outside the vocabulary"
             )));
         }
+        let lines = self.weights.chunks(8).map(|line| line[0]);
+        std::hint::black_box(lines.fold(0, u64::wrapping_add));
         self.forward_calls += 1;
         self.tokens_fed += tokens.len();
         self.cache.extend_from_slice(tokens);
