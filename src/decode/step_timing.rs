@@ -12,10 +12,11 @@ use super::{
     decode, DecodeOptions, Grammar, GrammarEngine, GrammarOptions, MoveSpec, TokenEnv, WarmUp,
     MAX_WALKS,
 };
+use crate::bench::stages::{median, percentile};
 use crate::model::scripted::{LogitProfile, Script, ScriptedModel};
 use crate::model::VisionLanguageModel;
 
-/// Grammar time per sampled step and mask times, µs, sorted, of decodes of the bench's
+/// Grammar time per sampled step and mask times, µs, of decodes of the bench's
 /// 20-button move grammar against random logits (seeds `0..seeds`), each on a grammar
 /// compiled and walked for it as a turn does; `decodes` per grammar, the last one timed.
 fn step_times(
@@ -48,8 +49,6 @@ fn step_times(
         steps.extend(stats.step_grammar_times.iter().map(us));
         masks.extend(stats.mask_times.iter().map(us));
     }
-    steps.sort_by(f64::total_cmp);
-    masks.sort_by(f64::total_cmp);
     Ok((steps, masks))
 }
 
@@ -77,7 +76,6 @@ fn grammar_steps_after_a_forward_pass_timing() -> anyhow::Result<()> {
     // What a process does once (the tokenizer's and the parser factory's first calls)
     // is no condition's.
     step_times(&env, &mut plain.clone(), 1, 1)?;
-    let at = |v: &[f64], q: f64| v[((v.len() as f64 * q) as usize).min(v.len() - 1)];
     for (name, mut model, decodes) in [
         ("after streaming passes", plain.clone().streaming(mib), 1),
         ("after passes that stream nothing", plain.clone(), 1),
@@ -87,12 +85,12 @@ fn grammar_steps_after_a_forward_pass_timing() -> anyhow::Result<()> {
         println!(
             "{name}: {} steps, p50 {:.0} / p90 {:.0} / p99 {:.0} µs; {} masks, p50 {:.0} / p99 {:.0} µs",
             steps.len(),
-            at(&steps, 0.5),
-            at(&steps, 0.9),
-            at(&steps, 0.99),
+            median(&steps),
+            percentile(&steps, 90.0),
+            percentile(&steps, 99.0),
             masks.len(),
-            at(&masks, 0.5),
-            at(&masks, 0.99),
+            median(&masks),
+            percentile(&masks, 99.0),
         );
     }
     Ok(())
