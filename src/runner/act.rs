@@ -7,15 +7,12 @@
 //! id is a step error, never a click elsewhere), `dry_run` and `confirm` apply, and the screen
 //! settles after the input.
 
-use std::sync::Mutex;
 use std::time::Instant;
 
-use async_trait::async_trait;
-use cel_contracts::{
-    AttemptRecord, DoneVerdict, GoalOutcome, NextMove, PlanProducer, PlanningView,
-};
+use cel_contracts::{AttemptRecord, GoalOutcome, NextMove};
 
 use super::options::{EndReason, RunObserver};
+use super::replay::ReplayPlanner;
 use super::trace::StepRecord;
 use super::{RunState, Runner, TurnEnd};
 use crate::error::{Error, Result};
@@ -65,7 +62,8 @@ impl Runner {
         let mut state = RunState::new(self.options.limits.timeout_ms, self.options.grants.clone());
         state.pending_capture = Some(self.desktop.capture()?);
         state.turns = 1;
-        let given = GivenMove(Mutex::new(Some(next_move)));
+        // The planner of an `act` turn is the caller's move, once.
+        let given = ReplayPlanner::of_moves("the given move", vec![next_move]);
         let (end, record) = self.turn(goal, &given, observer, &mut state, None).await;
         let ended = match end {
             TurnEnd::Continue => None,
@@ -79,38 +77,5 @@ impl Runner {
             settle_ms,
             elapsed_ms: start.elapsed().as_millis() as u64,
         })
-    }
-}
-
-/// The planner of an `act` turn: the caller's move, once.
-struct GivenMove(Mutex<Option<NextMove>>);
-
-#[async_trait]
-impl PlanProducer for GivenMove {
-    async fn decide_next(
-        &self,
-        _goal: &str,
-        _history: &[AttemptRecord],
-        _shared_memory: &serde_json::Value,
-        _view: &PlanningView,
-        _screenshot_png: Option<&[u8]>,
-    ) -> std::result::Result<NextMove, String> {
-        self.0
-            .lock()
-            .map_err(|_| "the given move's lock was poisoned".to_string())?
-            .take()
-            .ok_or_else(|| "act has one move, already given".to_string())
-    }
-
-    /// Never asked: `act` takes batches only.
-    async fn verify_done(
-        &self,
-        _goal: &str,
-        _summary: &str,
-        _shared_memory: &serde_json::Value,
-        _view: &PlanningView,
-        _screenshot_png: Option<&[u8]>,
-    ) -> std::result::Result<DoneVerdict, String> {
-        Err("act does not judge done claims".into())
     }
 }

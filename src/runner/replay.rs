@@ -83,11 +83,21 @@ impl ReplayPlanner {
                 "{source}: no moves to replay"
             )));
         }
-        Ok(Self {
+        Ok(Self::recorded(source, moves))
+    }
+
+    /// Replays `moves` given in memory (no recorded verdicts); `source` names them in the
+    /// error returned once they ran out.
+    pub fn of_moves(source: &str, moves: Vec<NextMove>) -> Self {
+        Self::recorded(source, moves.into_iter().map(|m| (m, None)).collect())
+    }
+
+    fn recorded(source: &str, moves: Vec<(NextMove, Option<DoneVerdict>)>) -> Self {
+        Self {
             source: source.to_string(),
             moves,
             cursor: Mutex::new(Cursor::default()),
-        })
+        }
     }
 
     /// The moves, in replay order.

@@ -17,6 +17,7 @@ const MODEL_COMMANDS: &[(&[&str], &[&str])] = &[
     ),
     (&["generate"], &["hello"]),
     (&["bench"], &[]),
+    (&["serve"], &["--openai", "127.0.0.1:0"]),
     (
         &["grader", "fit"],
         &["--data", "d.jsonl", "--out", "h.safetensors"],
@@ -32,14 +33,23 @@ const MODEL_COMMANDS: &[(&[&str], &[&str])] = &[
 /// `sightline ARGS` with an empty Hugging Face cache, offline, and no display: anything that
 /// got past parsing would fail on the model or the screen, with a different message.
 fn sightline(args: &[&str]) -> Result<(i32, String)> {
+    sightline_on(None, args)
+}
+
+/// [`sightline`] with `DISPLAY` set to `display` when given.
+fn sightline_on(display: Option<&str>, args: &[&str]) -> Result<(i32, String)> {
     let home = tempfile::tempdir()?;
-    let out = Command::new(env!("CARGO_BIN_EXE_sightline"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_sightline"));
+    command
         .args(args)
         .env("HF_HOME", home.path())
         .env("HF_HUB_OFFLINE", "1")
         .env_remove("DISPLAY")
-        .env_remove("WAYLAND_DISPLAY")
-        .output()?;
+        .env_remove("WAYLAND_DISPLAY");
+    if let Some(display) = display {
+        command.env("DISPLAY", display);
+    }
+    let out = command.output()?;
     Ok((
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -100,12 +110,25 @@ fn every_model_command_spells_the_model_flags_alike() -> Result<()> {
 #[cfg(feature = "desktop")]
 #[test]
 fn run_without_a_display_says_so_before_resolving_the_model() -> Result<()> {
-    let (code, err) = sightline(&["run", "--model", "someone/not-cached", "open it"])?;
-    ensure!(code == USAGE_OR_SETUP, "exit {code}: {err}");
-    ensure!(err.contains("display"), "{err}");
-    ensure!(
-        !err.contains("not-cached"),
-        "the model was resolved first: {err}"
-    );
+    // No display at all, then one named that no X server serves.
+    for display in [None, Some(":4321")] {
+        let started = std::time::Instant::now();
+        let (code, err) = sightline_on(
+            display,
+            &["run", "--model", "someone/not-cached", "open it"],
+        )?;
+        ensure!(code == USAGE_OR_SETUP, "{display:?}: exit {code}: {err}");
+        ensure!(err.contains("display"), "{display:?}: {err}");
+        ensure!(
+            !err.contains("not-cached"),
+            "{display:?}: the model was resolved first: {err}"
+        );
+        // Generous for a loaded CI machine; a model resolution or load takes far longer.
+        ensure!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{display:?}: took {:?}",
+            started.elapsed()
+        );
+    }
     Ok(())
 }
