@@ -12,7 +12,7 @@
 //! | `memory_check` | peak after load against file size + KV cache + 25% (issue 3) |
 //! | `vision` | image size, visual tokens, preprocess and encode medians, `throughput` (operations, rate, fraction of the f32 peak) |
 //! | `prefill` / `decode` | tokens, medians, tokens/s, every sample; prefill's `throughput` against the peak of its weights' kind |
-//! | `grammar` | constrained decode: per-token grammar time and its commit part, grammar time per sampled token p50/p99, tokens guessed without a mask, mask p50/p99, ratio to a decode step, forced share (or `grammar_error`) |
+//! | `grammar` | constrained decode: per-token grammar time and its commit part, grammar time per sampled token p50/p99, tokens guessed without a mask, the grammar's work beside the forward pass (its time per token, grammar copies advanced and taken, commits made beside the pass and the late runs among them), the same decodes with all grammar work on the critical path (p50/p99), and the forward pass in each, mask p50/p99, ratio to a decode step, forced share (or `grammar_error`) |
 //! | `turn` | whole `decide_next` turns: the first (cold) total, the median on new screens after it (system prompt cached) and the median second turn on an unchanged screen (`warm_*`), each with its stages and tokens reused, the context length, KV cache and memory; a done claim verified on the last turn's screen (shared prefix) and on a new one (generated screenshots only: `--image` repeats the same screen); the first turn of a new process on a new screen (`new_process_*`: the system prompt read from the disk store the first turn wrote) |
 //! | `memory_stages` | per stage (load, vision, prefill, decode, grammar, turns): RSS at its end (anonymous and file-backed) and its peak |
 //! | `turn_memory_check` | peak RSS of the whole turns against file size + the turns' KV cache + 25% (issue 3's bound); `null` with `--no-turn` |
@@ -616,6 +616,27 @@ impl BenchReport {
                 (
                     "  guessed (no mask)",
                     format!("{}/{}", g.guessed_tokens, g.sampled_tokens),
+                ),
+                (
+                    if g.beside_by_default {
+                        "  not beside the pass: p50 / p99"
+                    } else {
+                        "  a device's order, left after the pass"
+                    },
+                    format!(
+                        "{:.0} / {:.0} µs (+{:.0} µs/token beside it; {} copies, {} taken, {} commits fed first, {} late)",
+                        g.alt_step_p50_us,
+                        g.alt_step_p99_us,
+                        g.beside_us_per_step,
+                        g.ahead_copies,
+                        g.committed_ahead,
+                        g.committed_beside,
+                        g.late_runs
+                    ),
+                ),
+                (
+                    "  forward pass (these / those)",
+                    format!("{:.2} / {:.2} ms", g.pass_ms, g.alt_pass_ms),
                 ),
                 (
                     "  mask p50 / p99",

@@ -24,8 +24,8 @@ use tokenizers::Tokenizer;
 use crate::bench::flops::{prefill_ops, vision_ops, PeakKind, Throughput};
 use crate::cpu::peak::Peak;
 use crate::decode::{
-    decode_move, DecodeOptions, Grammar, GrammarEngine, GrammarOptions, MoveSpec, TokenEnv, WarmUp,
-    WarmUpStats, MAX_WALKS,
+    decode_move, DecodeOptions, DecodeStats, Grammar, GrammarEngine, GrammarOptions, MoveSpec,
+    TokenEnv, WarmUp, WarmUpStats, MAX_WALKS,
 };
 use crate::error::{Error, Result};
 use crate::image::{preprocess_bytes, PreprocessConfig};
@@ -302,6 +302,30 @@ pub struct GrammarResult {
     pub sampled_tokens: usize,
     /// Of which the grammar took as the model chose them, with no mask computed.
     pub guessed_tokens: usize,
+    /// Whether these decodes prepared each step while the pass was in flight
+    /// (`DecodeOptions::beside_pass`'s default: on a device, not on the CPU).
+    pub beside_by_default: bool,
+    /// Of the decodes that prepared beside the pass (these or the `alt_` ones), the last
+    /// one's sampled tokens committed by a grammar copy advanced beside the pass.
+    pub committed_ahead: usize,
+    /// Its copies advanced.
+    pub ahead_copies: usize,
+    /// Its sampled tokens of free text fed before their commit.
+    pub committed_beside: usize,
+    /// Of those, the ones that forced a run after all (a pass more each).
+    pub late_runs: usize,
+    /// Grammar time beside the pass (commits, masks, copies) per sampled token, µs (not
+    /// in the step times); 0 on the CPU, where none is beside the pass.
+    pub beside_us_per_step: f64,
+    /// Median forward pass of these decodes (model time per pass), ms.
+    pub pass_ms: f64,
+    /// `step_p50_us` of the same decodes with `DecodeOptions::beside_pass` the other way
+    /// (alternating with these, on a grammar of their own).
+    pub alt_step_p50_us: f64,
+    /// `step_p99_us` of those.
+    pub alt_step_p99_us: f64,
+    /// `pass_ms` of those.
+    pub alt_pass_ms: f64,
     /// Median mask time over the masks computed, µs.
     pub mask_p50_us: f64,
     /// 99th-percentile mask time, µs.
@@ -317,6 +341,37 @@ pub struct GrammarResult {
     pub warm_up_ms: f64,
     /// The move decoded (JSON).
     pub next_move: String,
+}
+
+/// What the bench keeps of a set of grammar decodes.
+#[derive(Default)]
+struct GrammarRuns {
+    per_token: Vec<f64>,
+    commits: Vec<f64>,
+    masks: Vec<f64>,
+    steps: Vec<f64>,
+    passes: Vec<f64>,
+    beside_us: f64,
+}
+
+impl GrammarRuns {
+    fn push(&mut self, s: &DecodeStats) {
+        let us = |d: &Duration| d.as_secs_f64() * 1e6;
+        self.per_token
+            .push(us(&s.grammar_time()) / s.tokens.max(1) as f64);
+        self.commits
+            .push(us(&s.commit_time) / s.tokens.max(1) as f64);
+        self.masks.extend(s.mask_times.iter().map(us));
+        self.steps.extend(s.step_grammar_times.iter().map(us));
+        self.passes
+            .push(us(&s.model_time) / 1e3 / s.forward_calls.max(1) as f64);
+        self.beside_us += us(&s.beside_time);
+    }
+
+    /// Median over the decodes of their mean forward pass, ms.
+    fn pass_ms(&self) -> f64 {
+        median(&self.passes)
+    }
 }
 
 /// Whole `decide_next` turns through [`LocalPlanner`].
@@ -630,43 +685,64 @@ impl StageBench {
         let spec = MoveSpec::new(&view, &GrammarOptions::default())?;
         let grammar = Grammar::for_move(&env, &spec, GrammarEngine::Lark)?;
         let compile_ms = ms(t.elapsed());
-        let mut per_token = Vec::new();
-        let mut commits = Vec::new();
-        let mut masks = Vec::new();
-        let mut steps = Vec::new();
+        // The decoder's default order for this device, and beside it the other one
+        // (`DecodeOptions::beside_pass`): each decodes on a grammar compiled for it (its
+        // own lexer states, its own warm-up beside a whole prefill), the two alternating,
+        // so both are measured under the same conditions.
+        let beside_by_default = !self.model.device().is_cpu();
+        let alt_grammar = Grammar::for_move(&env, &spec, GrammarEngine::Lark)?;
+        let mut default = GrammarRuns::default();
+        let mut alt = GrammarRuns::default();
         let mut last = None;
+        let mut beside_stats = DecodeStats::default();
         let mut warm_up = WarmUpStats::default();
         for i in 0..self.options.repeat {
-            // The first decode follows a whole prefill of the prompt, as a turn's does,
-            // with the new grammar walked beside it (see `WarmUp`); the repeats after it
-            // decode on the same grammar after one token.
-            let walks = if i == 0 {
-                self.model.truncate(0)?;
-                Some(WarmUp::start(&grammar, MAX_WALKS)?)
+            let order = if i % 2 == 0 {
+                [true, false]
             } else {
-                None
+                [false, true]
             };
-            let logits = self.prompt_logits()?;
-            if let Some(walks) = walks {
-                warm_up = walks.finish();
+            for is_default in order {
+                let (runs, grammar) = match is_default {
+                    true => (&mut default, &grammar),
+                    false => (&mut alt, &alt_grammar),
+                };
+                // The first decode of each follows a whole prefill of the prompt, as a
+                // turn's does, with the new grammar walked beside it (see `WarmUp`); the
+                // repeats after it decode on the same grammar after one token.
+                let walks = if i == 0 {
+                    self.model.truncate(0)?;
+                    Some(WarmUp::start(grammar, MAX_WALKS)?)
+                } else {
+                    None
+                };
+                let logits = self.prompt_logits()?;
+                if let Some(walks) = walks {
+                    let stats = walks.finish();
+                    if is_default {
+                        warm_up = stats;
+                    }
+                }
+                let options = DecodeOptions {
+                    beside_pass: (!is_default).then_some(!beside_by_default),
+                    ..DecodeOptions::default()
+                };
+                let out = decode_move(&mut self.model, &logits, grammar, &options)?;
+                runs.push(&out.decoded.stats);
+                if is_default == beside_by_default {
+                    beside_stats = out.decoded.stats.clone();
+                }
+                if is_default {
+                    last = Some(out);
+                }
             }
-            let out = decode_move(
-                &mut self.model,
-                &logits,
-                &grammar,
-                &DecodeOptions::default(),
-            )?;
-            let s = &out.decoded.stats;
-            per_token.push(s.grammar_time().as_secs_f64() * 1e6 / s.tokens.max(1) as f64);
-            commits.push(s.commit_time.as_secs_f64() * 1e6 / s.tokens.max(1) as f64);
-            masks.extend(s.mask_times.iter().map(|d| d.as_secs_f64() * 1e6));
-            steps.extend(s.step_grammar_times.iter().map(|d| d.as_secs_f64() * 1e6));
-            last = Some(out);
         }
         let out = last.ok_or_else(|| Error::internal("repeat is 0"))?;
         self.memory.push(meter.finish("grammar"));
         let s = &out.decoded.stats;
-        let per_token_us = median(&per_token);
+        let per_token_us = median(&default.per_token);
+        let beside_runs = if beside_by_default { &default } else { &alt };
+        let b = &beside_stats;
         let step_us = self.decode_step_ms.unwrap_or(f64::NAN) * 1e3;
         Ok(GrammarResult {
             token_env_ms,
@@ -677,13 +753,23 @@ impl StageBench {
             forced_share: s.forced_share(),
             forward_calls: s.forward_calls,
             per_token_us,
-            commit_per_token_us: median(&commits),
-            step_p50_us: median(&steps),
-            step_p99_us: percentile(&steps, 99.0),
+            commit_per_token_us: median(&default.commits),
+            step_p50_us: median(&default.steps),
+            step_p99_us: percentile(&default.steps, 99.0),
             sampled_tokens: s.step_grammar_times.len(),
             guessed_tokens: s.guessed_tokens,
-            mask_p50_us: median(&masks),
-            mask_p99_us: percentile(&masks, 99.0),
+            beside_by_default,
+            committed_ahead: b.committed_ahead,
+            ahead_copies: b.ahead_copies,
+            committed_beside: b.committed_beside,
+            late_runs: b.late_runs,
+            beside_us_per_step: beside_runs.beside_us / beside_runs.steps.len().max(1) as f64,
+            pass_ms: default.pass_ms(),
+            alt_step_p50_us: median(&alt.steps),
+            alt_step_p99_us: percentile(&alt.steps, 99.0),
+            alt_pass_ms: alt.pass_ms(),
+            mask_p50_us: median(&default.masks),
+            mask_p99_us: percentile(&default.masks, 99.0),
             ratio_to_decode_step: per_token_us / step_us,
             warm_up_walks: warm_up.walks,
             warm_up_tokens: warm_up.tokens,

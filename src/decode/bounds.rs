@@ -108,6 +108,14 @@ impl Bounds {
         }
     }
 
+    /// Whether `token` may end what is open: it holds a JSON string's closing quote, or
+    /// the open span's end byte. A token that cannot forces nothing after it while free
+    /// text goes on (what the decoder relies on to commit it beside the next pass).
+    pub(super) fn may_close(&self, env: &TokenEnv, token: u32) -> bool {
+        env.string_closers().is_allowed(token)
+            || self.open.is_some_and(|i| self.spans[i].1.is_allowed(token))
+    }
+
     /// The tokens that must come next because the open span or JSON string has used its
     /// bound (and no escape is pending); `None` while nothing is over its bound.
     pub(super) fn must_close<'a>(&'a self, env: &'a TokenEnv) -> Option<&'a SimpleVob> {

@@ -8,6 +8,7 @@ use cel_contracts::NextMove;
 use llguidance::Matcher;
 use toktrie::{SimpleVob, TokenId};
 
+use super::beside::{free_text_probe, mask_now, takes, Ahead, Beside, Next};
 use super::bounds::Bounds;
 use super::grammar::Grammar;
 use super::sampler::{Sampler, Sampling};
@@ -36,6 +37,17 @@ pub struct DecodeOptions {
     /// before computing a mask (default; see [`decode`]). Off computes every mask: the
     /// same output, more grammar time (kept for tests and benches).
     pub guess_first: bool,
+    /// Whether the grammar prepares each step while the forward pass before it is in
+    /// flight (see the `beside` module): the commit of a free-text token, the next mask,
+    /// and copies of the grammar advanced by the few tokens that mask leaves. `None`
+    /// (default): where the pass runs on a device (CUDA, Metal) and leaves the host idle;
+    /// not on the CPU, whose pass is synchronous and uses every core given to it, so the
+    /// same work would wait for the pass's end and meet cold caches (measured slower on a
+    /// 2-core VM; the CPU computes the mask right after the commit, before the pass).
+    /// `Some(false)` on a device: every commit after its sample, the mask still while the
+    /// pass is in flight; `Some(true)` on the CPU: the device's order there. The same
+    /// output either way (kept for tests and benches).
+    pub beside_pass: Option<bool>,
 }
 
 impl Default for DecodeOptions {
@@ -45,6 +57,7 @@ impl Default for DecodeOptions {
             budget_tokens: 1024,
             batch_forced: true,
             guess_first: true,
+            beside_pass: None,
         }
     }
 }
@@ -58,13 +71,14 @@ pub struct DecodeStats {
     pub forced_tokens: usize,
     /// Model forward passes ([`VisionLanguageModel::feed`] calls).
     pub forward_calls: usize,
-    /// Time of each mask computation, in order.
+    /// Time of each mask computation, in order (beside the pass or not).
     pub mask_times: Vec<Duration>,
     /// Grammar time besides masks: commits, forced-token computation, and the checks
     /// of guessed tokens.
     pub commit_time: Duration,
-    /// Grammar time of each sampled token, in order: its mask if one was computed, its
-    /// check if it was guessed, its commit and the forced run after it.
+    /// Grammar time of each sampled token on the critical path, in order: its mask if one
+    /// was computed there, its check if it was guessed, its commit and the forced run
+    /// after it (what ran beside the pass is in `beside_time` instead).
     pub step_grammar_times: Vec<Duration>,
     /// Sampled tokens the grammar took as the model chose them, with no mask computed.
     pub guessed_tokens: usize,
@@ -74,6 +88,18 @@ pub struct DecodeStats {
     /// Time spent sampling (on a GPU model: the mask upload, the kernel and the
     /// 4-byte read back that waits for the forward pass).
     pub sample_time: Duration,
+    /// Grammar copies advanced ahead of a sample ([`DecodeOptions::beside_pass`]).
+    pub ahead_copies: usize,
+    /// Sampled tokens whose commit was one of those copies.
+    pub committed_ahead: usize,
+    /// Sampled tokens of free text fed before their commit, which ran beside the pass.
+    pub committed_beside: usize,
+    /// Of those, the ones that forced a run after all, fed in a pass of its own.
+    pub late_runs: usize,
+    /// Grammar time beside the forward pass (its masks are in `mask_times` too, but not
+    /// in `step_grammar_times`). With `beside_pass` forced on the CPU it runs after the
+    /// synchronous pass, so it is what a pass in flight would hide.
+    pub beside_time: Duration,
 }
 
 impl DecodeStats {
@@ -159,119 +185,164 @@ pub fn decode(
         .iter()
         .for_each(|&t| bounds.push(env.token_bytes_of(t)));
 
-    // On the CPU the forward pass is synchronous and streams the weights through
-    // every cache, so the mask is computed first, while the parser's tables are
-    // still warm from the commit (measured: median 12–20 µs against 26–29 µs after
-    // the pass). Elsewhere the pass is launched first and the mask computed while it
-    // is in flight.
-    let mask_before_feed = first_logits.device().is_cpu();
-    let guesser =
-        (mask_before_feed && options.guess_first && sampler.is_greedy()).then(|| Guesser::new(env));
+    // Where the pass is in flight on a device, the grammar prepares the next step while
+    // it runs (see `Beside`); on the CPU, before the pass, right after the commit while
+    // the parser's tables are warm.
+    let on_cpu = first_logits.device().is_cpu();
+    let beside = options.beside_pass.unwrap_or(!on_cpu);
+    let guesser = (on_cpu && options.guess_first && sampler.is_greedy()).then(|| Guesser::new(env));
+    let probe = free_text_probe(env);
+    // A sampled token fed before the grammar took it: its commit runs beside the pass.
+    let mut pending: Option<TokenId> = None;
     loop {
-        if matcher.is_stopped() {
+        if pending.is_none() && matcher.is_stopped() {
             break;
         }
         if tokens.len() >= budget {
             return Err(fail(format!("token budget of {budget} exhausted"), &tokens));
         }
-        let grammar_before = stats.grammar_time();
-        let next_mask = |matcher: &mut Matcher, stats: &mut DecodeStats| -> Result<SimpleVob> {
-            let t = Instant::now();
-            let mut mask = matcher
-                .compute_mask()
-                .map_err(|e| fail_caused("grammar mask", e.into(), &tokens))?;
-            if let Some(closers) = bounds.must_close(env) {
-                // The open string or span has used its token bound: close it, if the
-                // grammar allows that now (not inside a character or an escape).
-                let mut closing = mask.clone();
-                closing.and(closers);
-                if closing.is_zero() {
-                    // Inside a character: finish it and nothing more, so the next
-                    // token can close the string.
-                    closing = mask.clone();
-                    closing.and(env.character_finishers());
-                }
-                if !closing.is_zero() {
-                    mask = closing;
-                }
+        let prepare = |matcher: &mut Matcher, pending: Option<TokenId>| {
+            Beside::prepare(
+                matcher,
+                pending,
+                &bounds,
+                env,
+                probe,
+                guesser.is_some(),
+                beside,
+            )
+            .map_err(|(reason, cause)| fail_caused(reason, cause, &tokens))
+        };
+        // With nothing to feed, or on the CPU without `beside`, the step is prepared
+        // before the pass, on the critical path.
+        let grammar_before_prepare = stats.grammar_time();
+        let critical = unfed.is_empty() || (on_cpu && !beside);
+        let prepared = if critical {
+            let prepared = prepare(&mut matcher, pending.take())?;
+            if !unfed.is_empty() {
+                let t = Instant::now();
+                stats.forward_calls += if options.batch_forced { 1 } else { unfed.len() };
+                let row = feed_run(model, &unfed, options.batch_forced)?;
+                logits = StepLogits::new(&row, env.n_vocab())?;
+                stats.model_time += t.elapsed();
+                unfed.clear();
             }
-            stats.mask_times.push(t.elapsed());
-            Ok(mask)
-        };
-        // A guess is tried where one is likely to be taken, and never while a string
-        // must close (the decoder's bound, not the grammar's, narrows the mask there).
-        let t = Instant::now();
-        let try_guess = bounds.must_close(env).is_none()
-            && guesser
-                .as_ref()
-                .is_some_and(|g| g.worth_trying(&mut matcher));
-        stats.commit_time += t.elapsed();
-        let early_mask = if mask_before_feed && !try_guess {
-            Some(next_mask(&mut matcher, &mut stats)?)
+            prepared
         } else {
-            None
-        };
-        if !unfed.is_empty() {
+            // The pass is launched; on a device its logits are read (by the sample)
+            // after the grammar is ready.
             let t = Instant::now();
-            let row = if options.batch_forced {
-                stats.forward_calls += 1;
-                model.feed(&unfed, &[])?
-            } else {
-                let mut last = None;
-                for &tok in &unfed {
-                    stats.forward_calls += 1;
-                    last = Some(model.feed(&[tok], &[])?);
-                }
-                // `unfed` is not empty, so a row was produced.
-                last.ok_or_else(|| fail("empty token run".into(), &tokens))?
-            };
+            stats.forward_calls += if options.batch_forced { 1 } else { unfed.len() };
+            let row = feed_run(model, &unfed, options.batch_forced)?;
             logits = StepLogits::new(&row, env.n_vocab())?;
             stats.model_time += t.elapsed();
             unfed.clear();
-        }
-        let guessed = match guesser.as_ref().filter(|_| try_guess) {
-            Some(guesser) => guesser.guess(&mut matcher, logits.host()?, env, &mut stats),
-            None => None,
+            prepare(&mut matcher, pending.take())?
         };
-        let token = match guessed {
-            Some(token) => token,
-            None => {
-                let mask = match early_mask {
-                    Some(mask) => mask,
-                    None => next_mask(&mut matcher, &mut stats)?,
+        // What a device's pass in flight hides (forced on the CPU, where the pass is
+        // over by now, it is counted apart all the same: what a pass would hide).
+        let in_flight = !critical;
+        let mask_time = prepared.mask_time.unwrap_or_default();
+        match in_flight {
+            false => stats.commit_time += prepared.time.saturating_sub(mask_time),
+            true => stats.beside_time += prepared.time,
+        }
+        stats.mask_times.extend(prepared.mask_time);
+        if !prepared.late_forced.is_empty() {
+            // A commit made beside the pass forced a run after all: it is fed in a pass
+            // of its own (the same tokens, one pass more).
+            stats.late_runs += 1;
+            stats.forced_tokens += prepared.late_forced.len();
+            tokens.extend_from_slice(&prepared.late_forced);
+            prepared
+                .late_forced
+                .iter()
+                .for_each(|&t| bounds.push(env.token_bytes_of(t)));
+            unfed = prepared.late_forced;
+            continue;
+        }
+        let Some(next) = prepared.next else {
+            break;
+        };
+        let grammar_before = match in_flight {
+            false => grammar_before_prepare,
+            true => stats.grammar_time(),
+        };
+        let (choice, mask_empty, mut ahead) = match next {
+            Next::Guess => {
+                let guessed = match guesser.as_ref() {
+                    Some(guesser) => guesser.guess(&mut matcher, logits.host()?, env, &mut stats),
+                    None => None,
                 };
-                let t = Instant::now();
-                let token =
-                    choose(&mut sampler, &mut picker, &mut logits, &mask)?.ok_or_else(|| {
-                        let reason = if mask.is_zero() {
-                            "the grammar allows no token"
-                        } else {
-                            "every token the grammar allows has a NaN logit (the model output is broken)"
-                        };
-                        fail(reason.into(), &tokens)
-                    })?;
-                stats.sample_time += t.elapsed();
-                token
+                match guessed {
+                    Some(token) => (Some(token), false, Ahead::default()),
+                    None => {
+                        let t = Instant::now();
+                        let mask = mask_now(&mut matcher, &bounds, env)
+                            .map_err(|(reason, cause)| fail_caused(reason, cause, &tokens))?;
+                        stats.mask_times.push(t.elapsed());
+                        let choice =
+                            sample(&mut sampler, &mut picker, &mut logits, &mask, &mut stats)?;
+                        (choice, mask.is_zero(), Ahead::default())
+                    }
+                }
+            }
+            Next::Mask(mask, ahead) => {
+                let choice = sample(&mut sampler, &mut picker, &mut logits, &mask, &mut stats)?;
+                (choice, mask.is_zero(), ahead)
             }
         };
-
+        let token = choice.ok_or_else(|| {
+            let reason = if mask_empty {
+                "the grammar allows no token"
+            } else {
+                "every token the grammar allows has a NaN logit (the model output is broken)"
+            };
+            fail(reason.into(), &tokens)
+        })?;
+        stats.ahead_copies += ahead.len();
         let t = Instant::now();
-        matcher
-            .consume_token(token)
-            .map_err(|e| fail_caused("grammar commit", e.into(), &tokens))?;
-        if token == eos {
-            stats.commit_time += t.elapsed();
-            stats
-                .step_grammar_times
-                .push(stats.grammar_time() - grammar_before);
-            break;
-        }
-        tokens.push(token);
+        let forced = match ahead.take(token) {
+            Some(committed) => {
+                matcher = committed.matcher;
+                stats.committed_ahead += 1;
+                tokens.push(token);
+                committed.forced
+            }
+            None if beside
+                && prepared.free_text
+                && token != eos
+                && !bounds.may_close(env, token) =>
+            {
+                // Free text goes on after this token, so it forces nothing: it is fed
+                // now and committed beside the pass.
+                pending = Some(token);
+                stats.committed_beside += 1;
+                tokens.push(token);
+                Vec::new()
+            }
+            None => {
+                matcher
+                    .consume_token(token)
+                    .map_err(|e| fail_caused("grammar commit", e.into(), &tokens))?;
+                if token == eos {
+                    stats.commit_time += t.elapsed();
+                    stats
+                        .step_grammar_times
+                        .push(stats.grammar_time() - grammar_before);
+                    break;
+                }
+                tokens.push(token);
+                let forced = matcher.consume_ff_tokens();
+                if let Some(e) = matcher.get_error() {
+                    return Err(fail(format!("grammar forced tokens: {e}"), &tokens));
+                }
+                forced
+            }
+        };
+        // The copies not taken are dropped here, on the clock.
+        drop(ahead);
         unfed.push(token);
-        let forced = matcher.consume_ff_tokens();
-        if let Some(e) = matcher.get_error() {
-            return Err(fail(format!("grammar forced tokens: {e}"), &tokens));
-        }
         stats.commit_time += t.elapsed();
         stats
             .step_grammar_times
@@ -382,40 +453,27 @@ impl StepLogits {
     }
 }
 
-/// Greedy decoding on the CPU tries the model's own choice before computing a mask.
+/// Greedy decoding on the CPU tries the model's own choice before a mask.
 ///
 /// Where the grammar takes the unmasked argmax it is the masked argmax too (the same
 /// lowest-id maximum), so the output is the one a mask would give; a check is one
 /// lexer step, while a mask costs 5–100 µs (the first tokens of a free string walk
 /// thousands of trie nodes, because tokens holding a quote may close the string and
 /// run into what follows). A refused guess costs a check and a mask computed after the
-/// pass, when the parser's tables are cold (p50 ≈30 µs against ≈3 µs before it), so
-/// guesses are tried only where the grammar would take prose (a probe word): where
-/// strings are open, masks are the slowest and any model's choice the likeliest to be
-/// taken; elsewhere the mask is small and cheap and is computed before the pass.
+/// pass, on the critical path, so guesses are tried only where the grammar would take
+/// prose (a probe word, `beside::free_text_probe`): where strings are open, masks are
+/// the slowest and any model's choice the likeliest to be taken; elsewhere the mask is
+/// small and is computed beside the pass.
 struct Guesser {
     /// Every token allowed: the unmasked argmax through the one greedy definition.
     everything: Vec<u32>,
-    /// A word with its leading space (` the`), taken where the grammar takes prose and
-    /// not where it expects an id, a key or a keyword (none holds a space); a single
-    /// letter where the vocabulary has no such token.
-    probe: Option<TokenId>,
 }
 
 impl Guesser {
     fn new(env: &super::TokenEnv) -> Self {
         Guesser {
             everything: vec![u32::MAX; env.n_vocab().div_ceil(32)],
-            probe: [&b" the"[..], b"e"]
-                .iter()
-                .find_map(|word| env.tok_env().tok_trie().token_id(word)),
         }
-    }
-
-    /// Whether to guess at this step (asked before the forward pass): where free text
-    /// is open.
-    fn worth_trying(&self, matcher: &mut Matcher) -> bool {
-        self.probe.is_some_and(|p| takes(matcher, p))
     }
 
     /// The model's greedy choice when the grammar takes it as it is. End of sequence is
@@ -441,9 +499,31 @@ impl Guesser {
     }
 }
 
-/// Whether the grammar's parser can consume `token` now (what a mask would allow).
-fn takes(matcher: &mut Matcher, token: TokenId) -> bool {
-    matcher.validate_tokens(&[token]).is_ok_and(|n| n == 1)
+/// Feed a run of tokens: in one pass, or one pass per token.
+fn feed_run(model: &mut dyn VisionLanguageModel, run: &[TokenId], batched: bool) -> Result<Tensor> {
+    if batched {
+        return model.feed(run, &[]);
+    }
+    let mut last = None;
+    for &tok in run {
+        last = Some(model.feed(&[tok], &[])?);
+    }
+    last.ok_or_else(|| Error::internal("an empty token run to feed"))
+}
+
+/// One token under `mask`, with the sampling time counted; an error naming why none
+/// could be chosen.
+fn sample(
+    sampler: &mut Sampler,
+    picker: &mut TokenPicker,
+    logits: &mut StepLogits,
+    mask: &SimpleVob,
+    stats: &mut DecodeStats,
+) -> Result<Option<TokenId>> {
+    let t = Instant::now();
+    let token = choose(sampler, picker, logits, mask)?;
+    stats.sample_time += t.elapsed();
+    Ok(token)
 }
 
 /// One token under `mask`: on the logits' device when they are not on the host and

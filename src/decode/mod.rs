@@ -11,7 +11,8 @@
 //!    its own while the prompt is fed, so the decode finds its lexer states built.
 //! 3. [`decode_move`], per output: mask → sample → commit from the logits of the
 //!    prompt's last position, forced-token runs fed as one forward pass, the JSON
-//!    parsed into a [`cel_contracts::NextMove`].
+//!    parsed into a [`cel_contracts::NextMove`]. On a device the grammar gets each
+//!    step ready while the pass before it is in flight (`beside`).
 //!
 //! ```no_run
 //! # fn main() -> sightline::Result<()> {
@@ -30,6 +31,7 @@
 //! ```
 
 mod answer;
+mod beside;
 mod bounds;
 mod decoder;
 mod grammar;

@@ -7,7 +7,7 @@ use crate::decode_support::{env, ids, scripted, short_limits, view};
 use anyhow::{bail, ensure, Context, Result};
 use cel_contracts::{NextMove, PlannedAction};
 use sightline::decode::{
-    decode_move, DecodeOptions, Grammar, GrammarEngine, GrammarOptions, MoveSpec,
+    decode_move, DecodeOptions, Grammar, GrammarEngine, GrammarOptions, MoveSpec, Sampling,
 };
 use sightline::model::scripted::{LogitProfile, Script};
 use sightline::moves::{parse_point, ActionKind, MoveLimits};
@@ -208,6 +208,131 @@ fn random_logits_always_decode_to_valid_moves_on_screen() -> Result<()> {
         kinds.iter().all(|&k| k > 0),
         "some move kinds never appeared: {kinds:?}"
     );
+    Ok(())
+}
+
+/// On a device the grammar prepares each step while the pass is in flight
+/// (`beside_pass`): free-text tokens are fed before their commit, the mask is computed and
+/// copies of the grammar are advanced by the few tokens it leaves. Forced on the CPU, that
+/// order must decode exactly the tokens of the CPU's own, greedy and sampled, for both
+/// grammar engines, with one pass more only for each late run; and each of those ways must
+/// have been taken, or the comparison proves little.
+#[test]
+fn preparing_beside_the_pass_decodes_the_tokens_the_critical_path_would() -> Result<()> {
+    let ids = ids(50, true);
+    let options = GrammarOptions {
+        limits: short_limits(),
+        ..GrammarOptions::default()
+    };
+    let spec = MoveSpec::new(&view(&ids, &["cdp_bound", "native_input"]), &options)?;
+    let prompt = env().tokenize("<|im_start|>assistant\n");
+    let steered = crate::decode_support::corpus::corpus(&ids, true, 6, 11);
+    let (mut taken, mut copies, mut beside, mut forced_after_taken) = (0, 0, 0, 0);
+    for engine in [GrammarEngine::Lark, GrammarEngine::JsonSchema] {
+        let grammar = Grammar::for_move(env(), &spec, engine)?;
+        let scripts = (0..24u64)
+            .map(|seed| Script::Random {
+                seed,
+                profile: [
+                    LogitProfile::Uniform,
+                    LogitProfile::Peaked,
+                    LogitProfile::QuotesAndEos,
+                ][seed as usize % 3],
+            })
+            .chain(steered.iter().map(|target| Script::Steer {
+                target: target.clone().into_bytes(),
+                prompt_len: prompt.len(),
+            }));
+        for (i, script) in scripts.enumerate() {
+            let sampling = match i % 4 {
+                3 => Sampling::TopP {
+                    temperature: 0.8,
+                    top_p: 0.9,
+                    seed: i as u64,
+                },
+                _ => Sampling::Greedy,
+            };
+            let mut decoded = Vec::new();
+            for beside_pass in [Some(true), None] {
+                let mut model = scripted(script.clone())?;
+                let first = model.feed(&prompt, &[])?;
+                let options = DecodeOptions {
+                    beside_pass,
+                    sampling,
+                    ..DecodeOptions::default()
+                };
+                let out = sightline::decode::decode(&mut model, &first, &grammar, &options)
+                    .with_context(|| {
+                        format!("{engine:?} script {i} beside_pass {beside_pass:?}")
+                    })?;
+                let s = &out.stats;
+                if beside_pass.is_some() {
+                    taken += s.committed_ahead;
+                    copies += s.ahead_copies;
+                    beside += s.committed_beside;
+                    forced_after_taken += usize::from(s.committed_ahead > 0 && s.forced_tokens > 0);
+                } else {
+                    ensure!(
+                        s.ahead_copies + s.committed_ahead + s.committed_beside + s.late_runs == 0,
+                        "work beside the pass in the CPU's own order: {s:?}"
+                    );
+                }
+                // The cache holds the prompt and every token fed.
+                ensure!(
+                    model.cached_tokens()[prompt.len()..]
+                        == out.tokens[..model.cache_len() - prompt.len()]
+                );
+                decoded.push((out.tokens, s.forward_calls - s.late_runs));
+            }
+            ensure!(
+                decoded[0] == decoded[1],
+                "{engine:?} script {i}: preparing beside the pass decoded another output or fed it otherwise:\n{}\nagainst\n{}",
+                String::from_utf8_lossy(&env().decode_bytes(&decoded[0].0)),
+                String::from_utf8_lossy(&env().decode_bytes(&decoded[1].0))
+            );
+        }
+    }
+    eprintln!("copies made: {copies}, taken: {taken}, decodes with forced runs and a copy taken: {forced_after_taken}, commits beside the pass: {beside}");
+    ensure!(
+        taken > 0 && copies > taken && forced_after_taken > 0 && beside > 0,
+        "copies {copies}, taken {taken}, with forced runs {forced_after_taken}, beside {beside}"
+    );
+    Ok(())
+}
+
+/// A token of free text fed before its commit can still force a run where the grammar
+/// bounds the text itself (a regex of at most 12 letters, then `!`): the run is fed in a
+/// pass of its own, a late run, and the tokens are those of the CPU's own order.
+#[test]
+fn a_late_run_after_a_commit_beside_the_pass_is_fed_and_changes_nothing() -> Result<()> {
+    let grammar = Grammar::from_lark(env(), "start: WORDS \"!\"\nWORDS: /[a-z ]{1,12}/\n")?;
+    let prompt = env().tokenize("<|im_start|>assistant\n");
+    let mut late = 0;
+    for seed in 0..12u64 {
+        let script = Script::Random {
+            seed,
+            profile: LogitProfile::Peaked,
+        };
+        let mut decoded = Vec::new();
+        for beside_pass in [Some(true), None] {
+            let mut model = scripted(script.clone())?;
+            let first = model.feed(&prompt, &[])?;
+            let options = DecodeOptions {
+                beside_pass,
+                ..DecodeOptions::default()
+            };
+            let out = sightline::decode::decode(&mut model, &first, &grammar, &options)?;
+            ensure!(out.text.ends_with('!'), "{:?}", out.text);
+            ensure!(
+                model.cached_tokens()[prompt.len()..]
+                    == out.tokens[..model.cache_len() - prompt.len()]
+            );
+            late += out.stats.late_runs;
+            decoded.push((out.tokens, out.stats.forward_calls - out.stats.late_runs));
+        }
+        ensure!(decoded[0] == decoded[1], "seed {seed}: {decoded:?}");
+    }
+    ensure!(late > 0, "no decode ran a late run");
     Ok(())
 }
 

@@ -1,0 +1,282 @@
+//! The grammar's work beside the forward pass: while a device (CUDA, Metal) computes a
+//! step's logits and the host waits, the grammar gets that step ready, so that after the
+//! sample only a swap or a plain commit is left on the critical path, where the device
+//! idles.
+//!
+//! A decode step's grammar work is a commit (advance the parser by the sampled token),
+//! the forced run after it, and the next step's mask. The forced run is the costliest:
+//! llguidance tokenizes the forced bytes, then walks the token trie under every suffix of
+//! the last four tokens to leave out what a longer sampled token could merge with (token
+//! healing; p99 ≈300 µs against ≈10 µs for a commit). So while the pass that feeds the
+//! sampled token is in flight, [`Beside::prepare`]:
+//!
+//! - commits that token when it was fed before the grammar took it: a token of free text
+//!   that cannot end it (not a string's or span's closer) forces nothing, so it goes to
+//!   the model at once and its commit waits for the pass (a run it forces after all is fed
+//!   in a pass of its own: the same tokens, one pass more; counted as a late run);
+//! - decides the next step: a guess where free text is open (greedy decoding on the CPU),
+//!   else its mask;
+//! - advances copies of the grammar by each token that mask leaves, where it leaves few
+//!   ([`MAX_CANDIDATES`]: ids, keys, keywords, or the few closers at a string's end),
+//!   with the run each one forces ([`Ahead`]), so the commit after the sample is a swap.
+//!
+//! The output is the one committing after every sample gives: each call is the one the
+//! commit would make, on the same state (copies share the grammar's lexer).
+//!
+//! The CPU does not use it by default: its pass is synchronous and takes every core it is
+//! given, so the same work would wait for the pass's end and meet the caches the pass left
+//! cold (on a 2-core AMD EPYC VM, p99 491 µs against 165 in the CPU's own order, mask
+//! right after the commit). A thread beside the CPU's pass was tried: with 2 threads on 2
+//! cores it ran only once the pass ended (waits of 0.1–10 ms).
+
+use std::time::{Duration, Instant};
+
+use llguidance::Matcher;
+use toktrie::{SimpleVob, TokenId};
+
+use super::bounds::Bounds;
+use super::token_env::TokenEnv;
+use crate::error::BoxError;
+
+/// The most tokens advanced ahead at one step.
+pub const MAX_CANDIDATES: usize = 16;
+
+/// A grammar failure found beside the pass: what was being done, and llguidance's error.
+pub type Failure = (&'static str, BoxError);
+
+/// What the next sample needs from the grammar.
+pub enum Next {
+    /// Free text is open: try the model's own choice first.
+    Guess,
+    /// The mask, with the copies advanced by its tokens where it has few.
+    Mask(SimpleVob, Ahead),
+}
+
+/// A step made ready beside the pass.
+pub struct Beside {
+    /// The run the pending token forced after all (empty as a rule): it must be fed.
+    pub late_forced: Vec<TokenId>,
+    /// The next step; `None` when the grammar has stopped or a late run is to be fed
+    /// first.
+    pub next: Option<Next>,
+    /// Whether free text is open (the grammar takes a probe word); asked only when
+    /// guessing or preparing beside the pass.
+    pub free_text: bool,
+    /// The mask's time, when one was computed.
+    pub mask_time: Option<Duration>,
+    /// All of it.
+    pub time: Duration,
+}
+
+impl Beside {
+    /// Commit `pending` (and its run, if any), then get the next step ready. `probe` is
+    /// the word that shows free text is open ([`free_text_probe`]); `guessing`: whether
+    /// the decoder guesses there; `copies`: whether the step is prepared beside a pass in
+    /// flight, where copies ([`Ahead`]) and commits of tokens fed first pay.
+    pub fn prepare(
+        matcher: &mut Matcher,
+        pending: Option<TokenId>,
+        bounds: &Bounds,
+        env: &TokenEnv,
+        probe: Option<TokenId>,
+        guessing: bool,
+        copies: bool,
+    ) -> Result<Beside, Failure> {
+        let t = Instant::now();
+        let mut ready = Beside {
+            late_forced: Vec::new(),
+            next: None,
+            free_text: false,
+            mask_time: None,
+            time: Duration::ZERO,
+        };
+        if let Some(token) = pending {
+            matcher
+                .consume_token(token)
+                .map_err(|e| ("grammar commit", e.into()))?;
+            ready.late_forced = matcher.consume_ff_tokens();
+            if let Some(e) = matcher.get_error() {
+                return Err(("grammar forced tokens", e.into()));
+            }
+        }
+        if ready.late_forced.is_empty() && !matcher.is_stopped() {
+            // Asked only where it decides something: a guess, or a commit fed first.
+            ready.free_text = (guessing || copies) && probe.is_some_and(|p| takes(matcher, p));
+            ready.next = Some(
+                if guessing && ready.free_text && bounds.must_close(env).is_none() {
+                    Next::Guess
+                } else {
+                    let tm = Instant::now();
+                    let mask = mask_now(matcher, bounds, env)?;
+                    ready.mask_time = Some(tm.elapsed());
+                    let ahead = match copies {
+                        true => Ahead::commit(
+                            matcher,
+                            &candidates(&mask, env.string_closers(), env.eos()),
+                        ),
+                        false => Ahead::default(),
+                    };
+                    Next::Mask(mask, ahead)
+                },
+            );
+        }
+        ready.time = t.elapsed();
+        Ok(ready)
+    }
+}
+
+/// The mask of the grammar's state, narrowed to the tokens that end the open string or
+/// span when it has used its bound (if the grammar allows one now; inside a character or
+/// an escape, to those that finish it).
+pub fn mask_now(
+    matcher: &mut Matcher,
+    bounds: &Bounds,
+    env: &TokenEnv,
+) -> Result<SimpleVob, Failure> {
+    let mut mask = matcher
+        .compute_mask()
+        .map_err(|e| ("grammar mask", e.into()))?;
+    if let Some(closers) = bounds.must_close(env) {
+        let mut closing = mask.clone();
+        closing.and(closers);
+        if closing.is_zero() {
+            // Inside a character: finish it and nothing more, so the next token can
+            // close the string.
+            closing = mask.clone();
+            closing.and(env.character_finishers());
+        }
+        if !closing.is_zero() {
+            mask = closing;
+        }
+    }
+    Ok(mask)
+}
+
+/// A word with its leading space (` the`): taken where the grammar takes prose and not
+/// where it expects an id, a key or a keyword (none holds a space); a single letter
+/// where the vocabulary has no such token.
+pub fn free_text_probe(env: &TokenEnv) -> Option<TokenId> {
+    [&b" the"[..], b"e"]
+        .iter()
+        .find_map(|word| env.tok_env().tok_trie().token_id(word))
+}
+
+/// Whether the grammar's parser can consume `token` now (what a mask would allow).
+pub fn takes(matcher: &mut Matcher, token: TokenId) -> bool {
+    matcher.validate_tokens(&[token]).is_ok_and(|n| n == 1)
+}
+
+/// A grammar advanced by one token and the run that token forces.
+pub struct Committed {
+    /// The grammar after the token and its forced run.
+    pub matcher: Matcher,
+    /// The forced run (empty when the grammar forces nothing after the token).
+    pub forced: Vec<TokenId>,
+}
+
+/// The copies made ahead of one sample.
+#[derive(Default)]
+pub struct Ahead {
+    picks: Vec<(TokenId, Committed)>,
+}
+
+impl Ahead {
+    /// Advance a copy of `matcher` by each of `candidates` and its forced run. A token
+    /// the grammar refuses, or whose run fails, is left out: the plain commit reports it.
+    pub fn commit(matcher: &Matcher, candidates: &[TokenId]) -> Ahead {
+        let picks = candidates
+            .iter()
+            .filter_map(|&token| {
+                let mut copy = matcher.clone();
+                copy.consume_token(token).ok()?;
+                let forced = copy.consume_ff_tokens();
+                if !forced.is_empty() {
+                    // Consuming the run dropped llguidance's forced-token cache; the next
+                    // mask would redo the run's tokenization and trie walk to find the
+                    // bytes left for the sample. Done here, the mask finds it cached.
+                    copy.compute_ff_tokens();
+                }
+                (!copy.is_error()).then_some((
+                    token,
+                    Committed {
+                        matcher: copy,
+                        forced,
+                    },
+                ))
+            })
+            .collect();
+        Ahead { picks }
+    }
+
+    /// The copy advanced by `token`, if one was made.
+    pub fn take(&mut self, token: TokenId) -> Option<Committed> {
+        let at = self.picks.iter().position(|(t, _)| *t == token)?;
+        Some(self.picks.swap_remove(at).1)
+    }
+
+    /// Tokens advanced.
+    pub fn len(&self) -> usize {
+        self.picks.len()
+    }
+}
+
+/// The tokens worth advancing ahead under `mask`: all of them when at most
+/// [`MAX_CANDIDATES`], else those that are also `closers` when at most that many, else
+/// none. `eos` is never one (its commit ends the decode and forces nothing).
+pub fn candidates(mask: &SimpleVob, closers: &SimpleVob, eos: TokenId) -> Vec<TokenId> {
+    few_set(mask.as_slice(), None, eos)
+        .or_else(|| few_set(mask.as_slice(), Some(closers.as_slice()), eos))
+        .unwrap_or_default()
+}
+
+/// The ids set in `a` (and in `b`, when given), unless more than [`MAX_CANDIDATES`].
+fn few_set(a: &[u32], b: Option<&[u32]>, eos: TokenId) -> Option<Vec<TokenId>> {
+    let mut out = Vec::new();
+    for (i, &word) in a.iter().enumerate() {
+        let mut word = word & b.map_or(u32::MAX, |b| b.get(i).copied().unwrap_or(0));
+        while word != 0 {
+            let id = (i * 32) as TokenId + word.trailing_zeros();
+            word &= word - 1;
+            if id == eos {
+                continue;
+            }
+            if out.len() == MAX_CANDIDATES {
+                return None;
+            }
+            out.push(id);
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vob(ids: &[u32], size: usize) -> SimpleVob {
+        let mut v = SimpleVob::alloc(size);
+        ids.iter().for_each(|&i| v.allow_token(i));
+        v
+    }
+
+    #[test]
+    fn a_small_mask_is_its_own_candidates_without_end_of_sequence() {
+        let mask = vob(&[3, 40, 77, 99], 128);
+        let closers = vob(&[], 128);
+        assert_eq!(candidates(&mask, &closers, 99), vec![3, 40, 77]);
+    }
+
+    #[test]
+    fn a_large_mask_gives_its_few_closers_or_nothing() {
+        let all: Vec<u32> = (0..100).collect();
+        let mask = vob(&all, 128);
+        assert_eq!(candidates(&mask, &vob(&[5, 64, 120], 128), 0), vec![5, 64]);
+        let many: Vec<u32> = (0..40).collect();
+        assert!(candidates(&mask, &vob(&many, 128), 1000).is_empty());
+        // Exactly the bound is still taken; one more is not.
+        let bound: Vec<u32> = (0..MAX_CANDIDATES as u32).collect();
+        assert_eq!(candidates(&vob(&bound, 128), &vob(&[], 128), 1000), bound);
+        let over: Vec<u32> = (0..=MAX_CANDIDATES as u32).collect();
+        assert!(candidates(&vob(&over, 128), &vob(&[], 128), 1000).is_empty());
+    }
+}
