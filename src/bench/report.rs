@@ -619,9 +619,9 @@ impl BenchReport {
                 ),
                 (
                     if g.beside_by_default {
-                        "  not beside the pass: p50 / p99"
+                        "  not beside: p50 / p99"
                     } else {
-                        "  a device's order, left after the pass"
+                        "  device order, after pass"
                     },
                     format!(
                         "{:.0} / {:.0} µs (+{:.0} µs/token beside it; {} copies, {} taken, {} commits fed first, {} late)",
@@ -635,7 +635,7 @@ impl BenchReport {
                     ),
                 ),
                 (
-                    "  forward pass (these / those)",
+                    "  pass (these / those)",
                     format!("{:.2} / {:.2} ms", g.pass_ms, g.alt_pass_ms),
                 ),
                 (
