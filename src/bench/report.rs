@@ -621,7 +621,7 @@ impl BenchReport {
                     if g.beside_by_default {
                         "  not beside: p50 / p99"
                     } else {
-                        "  device order, after pass"
+                        "  beside, after pass"
                     },
                     format!(
                         "{:.0} / {:.0} µs (+{:.0} µs/token beside it; {} copies, {} taken, {} commits fed first, {} late)",

@@ -302,8 +302,9 @@ pub struct GrammarResult {
     pub sampled_tokens: usize,
     /// Of which the grammar took as the model chose them, with no mask computed.
     pub guessed_tokens: usize,
-    /// Whether these decodes prepared each step while the pass was in flight
-    /// (`DecodeOptions::beside_pass`'s default: on a device, not on the CPU).
+    /// Whether these decodes prepared each step while the pass computed
+    /// (`DecodeOptions::beside_pass`'s default: on a device, and on the CPU where the
+    /// model's products take the work, `VisionLanguageModel::works_beside_pass`).
     pub beside_by_default: bool,
     /// Of the decodes that prepared beside the pass (these or the `alt_` ones), the last
     /// one's sampled tokens committed by a grammar copy advanced beside the pass.
@@ -315,7 +316,7 @@ pub struct GrammarResult {
     /// Of those, the ones that forced a run after all (a pass more each).
     pub late_runs: usize,
     /// Grammar time beside the pass (commits, masks, copies) per sampled token, µs (not
-    /// in the step times); 0 on the CPU, where none is beside the pass.
+    /// in the step times; on the CPU inside the pass, whose time counts its cost).
     pub beside_us_per_step: f64,
     /// Median forward pass of these decodes (model time per pass), ms.
     pub pass_ms: f64,
@@ -689,7 +690,7 @@ impl StageBench {
         // (`DecodeOptions::beside_pass`): each decodes on a grammar compiled for it (its
         // own lexer states, its own warm-up beside a whole prefill), the two alternating,
         // so both are measured under the same conditions.
-        let beside_by_default = !self.model.device().is_cpu();
+        let beside_by_default = self.model.works_beside_pass();
         let alt_grammar = Grammar::for_move(&env, &spec, GrammarEngine::Lark)?;
         let mut default = GrammarRuns::default();
         let mut alt = GrammarRuns::default();

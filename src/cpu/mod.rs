@@ -20,6 +20,7 @@
 //! `bench` command prints it). An unknown value is treated the same way (automatic choice,
 //! with a warning).
 
+pub mod beside;
 mod candle_tier;
 mod detect;
 mod dispatch;

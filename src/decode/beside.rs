@@ -23,11 +23,14 @@
 //! The output is the one committing after every sample gives: each call is the one the
 //! commit would make, on the same state (copies share the grammar's lexer).
 //!
-//! The CPU does not use it by default: its pass is synchronous and takes every core it is
-//! given, so the same work would wait for the pass's end and meet the caches the pass left
-//! cold (on a 2-core AMD EPYC VM, p99 491 µs against 165 in the CPU's own order, mask
-//! right after the commit). A thread beside the CPU's pass was tried: with 2 threads on 2
-//! cores it ran only once the pass ended (waits of 0.1–10 ms).
+//! On the CPU the pass is synchronous and takes every core it is given, so the work runs
+//! inside it: the calling thread does it in the pass's first large product while the
+//! pool's other threads take its rows (`cpu::beside`; the model says whether it can,
+//! `VisionLanguageModel::works_beside_pass`). Where no product takes it (a pool of one
+//! thread, kernels that take none) the decoder keeps the CPU's own order: the mask right
+//! after the commit, before the pass (the same work after a synchronous pass meets the
+//! caches the pass left cold: p99 491 µs against 165 on a 2-core AMD EPYC VM; a thread of
+//! its own beside the pass ran only once the pass ended, after waits of 0.1–10 ms).
 
 use std::time::{Duration, Instant};
 

@@ -37,16 +37,17 @@ pub struct DecodeOptions {
     /// before computing a mask (default; see [`decode`]). Off computes every mask: the
     /// same output, more grammar time (kept for tests and benches).
     pub guess_first: bool,
-    /// Whether the grammar prepares each step while the forward pass before it is in
-    /// flight (see the `beside` module): the commit of a free-text token, the next mask,
-    /// and copies of the grammar advanced by the few tokens that mask leaves. `None`
-    /// (default): where the pass runs on a device (CUDA, Metal) and leaves the host idle;
-    /// not on the CPU, whose pass is synchronous and uses every core given to it, so the
-    /// same work would wait for the pass's end and meet cold caches (measured slower on a
-    /// 2-core VM; the CPU computes the mask right after the commit, before the pass).
-    /// `Some(false)` on a device: every commit after its sample, the mask still while the
-    /// pass is in flight; `Some(true)` on the CPU: the device's order there. The same
-    /// output either way (kept for tests and benches).
+    /// Whether the grammar prepares each step while the forward pass before it computes
+    /// (see the `beside` module): the commit of a free-text token, the next mask, and
+    /// copies of the grammar advanced by the few tokens that mask leaves. `None` (default):
+    /// where the model can ([`VisionLanguageModel::works_beside_pass`]): on a device (CUDA,
+    /// Metal), whose pass runs while the host works, and on the CPU where the pass's
+    /// products take the work onto the calling thread while the pool's other threads carry
+    /// the pass on; otherwise the CPU's own order (the mask right after the commit, before
+    /// the pass). `Some(false)`: on the CPU its own order; on a device every commit after
+    /// its sample, the mask still while the pass is in flight. `Some(true)`: prepared
+    /// beside the pass, after it where the model cannot run it inside. The same output
+    /// either way (kept for tests and benches).
     pub beside_pass: Option<bool>,
 }
 
@@ -83,7 +84,9 @@ pub struct DecodeStats {
     /// Sampled tokens the grammar took as the model chose them, with no mask computed.
     pub guessed_tokens: usize,
     /// Time in the model (`feed`, and reading the logits back when the model is on
-    /// the CPU).
+    /// the CPU). A CPU pass that ran the grammar's work inside it (`beside_time`) counts
+    /// what that work cost it: the pass's own time, longer by about the work's time
+    /// divided by the threads.
     pub model_time: Duration,
     /// Time spent sampling (on a GPU model: the mask upload, the kernel and the
     /// 4-byte read back that waits for the forward pass).
@@ -97,8 +100,9 @@ pub struct DecodeStats {
     /// Of those, the ones that forced a run after all, fed in a pass of its own.
     pub late_runs: usize,
     /// Grammar time beside the forward pass (its masks are in `mask_times` too, but not
-    /// in `step_grammar_times`). With `beside_pass` forced on the CPU it runs after the
-    /// synchronous pass, so it is what a pass in flight would hide.
+    /// in `step_grammar_times`): on a device while the pass is in flight, on the CPU inside
+    /// the pass (see `DecodeOptions::beside_pass`), or after a pass that could not take
+    /// it where `beside_pass` forces the order.
     pub beside_time: Duration,
 }
 
@@ -185,15 +189,20 @@ pub fn decode(
         .iter()
         .for_each(|&t| bounds.push(env.token_bytes_of(t)));
 
-    // Where the pass is in flight on a device, the grammar prepares the next step while
-    // it runs (see `Beside`); on the CPU, before the pass, right after the commit while
-    // the parser's tables are warm.
+    // Where the model works beside its pass (a device's pass in flight; the CPU model's
+    // calling thread inside its products), the grammar prepares the next step while the
+    // pass runs (see `Beside`); otherwise before the pass, right after the commit while the
+    // parser's tables are warm.
     let on_cpu = first_logits.device().is_cpu();
-    let beside = options.beside_pass.unwrap_or(!on_cpu);
+    let mut beside = options
+        .beside_pass
+        .unwrap_or_else(|| model.works_beside_pass());
     let guesser = (on_cpu && options.guess_first && sampler.is_greedy()).then(|| Guesser::new(env));
     let probe = free_text_probe(env);
     // A sampled token fed before the grammar took it: its commit runs beside the pass.
     let mut pending: Option<TokenId> = None;
+    // The copies a sample did not take, freed beside the next pass.
+    let mut spent: Option<Ahead> = None;
     loop {
         if pending.is_none() && matcher.is_stopped() {
             break;
@@ -201,6 +210,7 @@ pub fn decode(
         if tokens.len() >= budget {
             return Err(fail(format!("token budget of {budget} exhausted"), &tokens));
         }
+        let copies = beside;
         let prepare = |matcher: &mut Matcher, pending: Option<TokenId>| {
             Beside::prepare(
                 matcher,
@@ -209,7 +219,7 @@ pub fn decode(
                 env,
                 probe,
                 guesser.is_some(),
-                beside,
+                copies,
             )
             .map_err(|(reason, cause)| fail_caused(reason, cause, &tokens))
         };
@@ -229,18 +239,30 @@ pub fn decode(
             }
             prepared
         } else {
-            // The pass is launched; on a device its logits are read (by the sample)
-            // after the grammar is ready.
+            // The grammar's work runs while the pass computes (on a device its logits are
+            // read, by the sample, after the grammar is ready).
             let t = Instant::now();
             stats.forward_calls += if options.batch_forced { 1 } else { unfed.len() };
-            let row = feed_run(model, &unfed, options.batch_forced)?;
+            let mut ready = None;
+            let mut work = || {
+                drop(spent.take());
+                ready = Some(prepare(&mut matcher, pending.take()));
+            };
+            let (row, ran) = feed_run_beside(model, &unfed, options.batch_forced, &mut work)?;
             logits = StepLogits::new(&row, env.n_vocab())?;
             stats.model_time += t.elapsed();
             unfed.clear();
-            prepare(&mut matcher, pending.take())?
+            if !ran && options.beside_pass.is_none() {
+                // The model's pass did not take the work after all (the CPU model on
+                // kernels that take none): the CPU's order from the next step on.
+                beside = false;
+            }
+            ready
+                .ok_or_else(|| Error::internal("the grammar's work beside the pass never ran"))??
         };
-        // What a device's pass in flight hides (forced on the CPU, where the pass is
-        // over by now, it is counted apart all the same: what a pass would hide).
+        // What the pass hid: in flight on a device, inside it on the CPU. Where it ran
+        // after a pass that could not take it (forced, or the step that found out), it
+        // is counted apart all the same: what a pass would hide.
         let in_flight = !critical;
         let mask_time = prepared.mask_time.unwrap_or_default();
         match in_flight {
@@ -340,8 +362,12 @@ pub fn decode(
                 forced
             }
         };
-        // The copies not taken are dropped here, on the clock.
-        drop(ahead);
+        // The copies not taken are freed beside the next pass where there is one (the
+        // next step is prepared there), else here, on the clock.
+        match beside {
+            true => spent = Some(ahead),
+            false => drop(ahead),
+        }
         unfed.push(token);
         stats.commit_time += t.elapsed();
         stats
@@ -497,6 +523,22 @@ impl Guesser {
         stats.guessed_tokens += usize::from(taken.is_some());
         taken
     }
+}
+
+/// [`feed_run`] with `beside` run once, beside the first pass
+/// ([`VisionLanguageModel::feed_beside`]); whether it ran while that pass computed.
+fn feed_run_beside(
+    model: &mut dyn VisionLanguageModel,
+    run: &[TokenId],
+    batched: bool,
+    beside: &mut dyn FnMut(),
+) -> Result<(Tensor, bool)> {
+    let first = if batched { run.len() } else { 1.min(run.len()) };
+    let (mut last, ran) = model.feed_beside(&run[..first], beside)?;
+    if first < run.len() {
+        last = feed_run(model, &run[first..], false)?;
+    }
+    Ok((last, ran))
 }
 
 /// Feed a run of tokens: in one pass, or one pass per token.

@@ -76,6 +76,23 @@ pub trait VisionLanguageModel: Send {
     /// forced-token run (several tokens). Errors on an empty `tokens`.
     fn feed(&mut self, tokens: &[u32], images: &[EncodedImage]) -> Result<Tensor>;
 
+    /// [`feed`](Self::feed) `tokens` (no images) and run `beside` once: while the pass
+    /// computes where the model can ([`works_beside_pass`](Self::works_beside_pass)), else
+    /// after it. Returns the logits and whether `beside` ran while the pass computed. On
+    /// an error `beside` may not have run. This default launches the pass, then runs
+    /// `beside`: on a device the host is free while the pass runs there.
+    fn feed_beside(&mut self, tokens: &[u32], beside: &mut dyn FnMut()) -> Result<(Tensor, bool)> {
+        let logits = self.feed(tokens, &[])?;
+        beside();
+        Ok((logits, !self.device().is_cpu()))
+    }
+
+    /// Whether work given to [`feed_beside`](Self::feed_beside) runs while the pass
+    /// computes (by default: on a device, not on the CPU, whose pass is synchronous).
+    fn works_beside_pass(&self) -> bool {
+        !self.device().is_cpu()
+    }
+
     /// The final-norm hidden state of the last position fed, `(hidden_size,)` f32.
     fn last_hidden(&self) -> Result<Tensor>;
 

@@ -254,6 +254,15 @@ impl VisionLanguageModel for Interruptible<'_> {
         self.model.feed(tokens, images)
     }
 
+    fn feed_beside(&mut self, tokens: &[u32], beside: &mut dyn FnMut()) -> Result<(Tensor, bool)> {
+        self.interrupt.check()?;
+        self.model.feed_beside(tokens, beside)
+    }
+
+    fn works_beside_pass(&self) -> bool {
+        self.model.works_beside_pass()
+    }
+
     fn last_hidden(&self) -> Result<Tensor> {
         self.model.last_hidden()
     }

@@ -67,3 +67,84 @@ fn sampled_moves_from_the_tiny_model_are_always_valid_and_on_screen() -> Result<
     ensure!(kinds.contains("batch"), "kinds seen: {kinds:?}");
     Ok(())
 }
+
+/// On the CPU the model runs the grammar's work for the next step inside its pass (the
+/// calling thread, in the pass's first large product, while the pool's other threads take
+/// its rows): the tokens must be those of the CPU's own order (work before the pass), for
+/// greedy and sampled decodes, on the f32 route and on a quantized one whose products cannot
+/// take the work (the decoder falls back to its own order); and on the f32 route that work
+/// must have been done inside the passes, where the pool has a thread besides the caller.
+#[test]
+fn work_inside_the_cpu_pass_decodes_the_tokens_of_the_critical_path() -> Result<()> {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/fixtures");
+    let spec = MoveSpec::new(
+        &view(&ids(50, true), &["native_input", "cdp"]),
+        &GrammarOptions {
+            limits: short_limits(),
+            ..GrammarOptions::default()
+        },
+    )?;
+    let grammar = Grammar::for_move(env(), &spec, GrammarEngine::Lark)?;
+    let prompt = env().tokenize("<|im_start|>user\nClick OK.<|im_end|>\n<|im_start|>assistant\n");
+    let pool_has_helpers = candle_core::utils::barrier_pool().n_workers() > 0;
+    for quantize in [None, Some(candle_core::quantized::GgmlDType::Q8_0)] {
+        let mut load = LoadOptions::new(ModelSource::Safetensors {
+            dir: fixtures.join("tiny-b"),
+        });
+        load.quantize = quantize;
+        let mut model = Qwen3Vl::load(&load)?;
+        let first = model.feed(&prompt, &[])?;
+        let mut prepared_inside = 0;
+        for seed in 0..12u64 {
+            let sampling = match seed % 2 {
+                0 => Sampling::Greedy,
+                _ => Sampling::TopP {
+                    temperature: 1.0,
+                    top_p: 0.95,
+                    seed,
+                },
+            };
+            let mut decoded = Vec::new();
+            for beside_pass in [None, Some(false)] {
+                model.truncate(prompt.len())?;
+                let options = DecodeOptions {
+                    sampling,
+                    beside_pass,
+                    ..DecodeOptions::default()
+                };
+                let out = decode_move(&mut model, &first, &grammar, &options)?;
+                let s = &out.decoded.stats;
+                if beside_pass.is_none() {
+                    prepared_inside += s.ahead_copies + s.committed_beside;
+                }
+                decoded.push(out.decoded.tokens);
+            }
+            ensure!(
+                decoded[0] == decoded[1],
+                "{quantize:?} seed {seed}: {decoded:?}"
+            );
+        }
+        if quantize.is_none() {
+            // The f32 route's matrix-vector products take the work.
+            ensure!(
+                model.works_beside_pass() == pool_has_helpers,
+                "works beside its pass: {}, pool has helpers: {pool_has_helpers}",
+                model.works_beside_pass()
+            );
+            ensure!(
+                !pool_has_helpers || prepared_inside > 0,
+                "no work was prepared inside a pass"
+            );
+        } else {
+            // This fixture's rows are too short for the eight-row kernels, so its
+            // quantized products are candle's, which take no work: the model learns it
+            // from its first pass and the decoder keeps the CPU's order, with the same
+            // tokens (checked above).
+            eprintln!(
+                "{quantize:?}: works beside its pass: {}",
+                model.works_beside_pass()
+            );
+        }
+    }
+    Ok(())
+}

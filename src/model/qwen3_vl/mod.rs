@@ -118,6 +118,9 @@ pub struct Qwen3Vl {
     device: Device,
     dtype: DType,
     source: String,
+    /// On the CPU, whether the passes' products took the work offered to them
+    /// (`cpu::beside`); `None` until a pass was offered some.
+    takes_work_beside: Option<bool>,
 }
 
 impl std::fmt::Debug for Qwen3Vl {
@@ -259,6 +262,7 @@ impl Qwen3Vl {
             device: ws.device().clone(),
             dtype: ws.dtype(),
             source: ws.describe(),
+            takes_work_beside: None,
         })
     }
 
@@ -558,6 +562,29 @@ impl VisionLanguageModel for Qwen3Vl {
         let hidden = self.forward_hidden(tokens, images)?;
         let last = hidden.narrow(0, tokens.len() - 1, 1)?;
         Ok(self.text.logits(&last)?.squeeze(0)?)
+    }
+
+    fn feed_beside(&mut self, tokens: &[u32], beside: &mut dyn FnMut()) -> Result<(Tensor, bool)> {
+        if !self.device.is_cpu() {
+            let logits = self.feed(tokens, &[])?;
+            beside();
+            return Ok((logits, true));
+        }
+        // The calling thread runs `beside` inside the pass's first large product, the
+        // pool's other threads taking its rows (see `cpu::beside`).
+        let (logits, ran) = crate::cpu::beside::during(beside, || self.feed(tokens, &[]));
+        let logits = logits?;
+        self.takes_work_beside = Some(ran);
+        if !ran {
+            beside();
+        }
+        Ok((logits, ran))
+    }
+
+    fn works_beside_pass(&self) -> bool {
+        !self.device.is_cpu()
+            || (candle_core::utils::barrier_pool().n_workers() > 0
+                && self.takes_work_beside != Some(false))
     }
 
     fn last_hidden(&self) -> Result<Tensor> {

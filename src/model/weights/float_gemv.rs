@@ -114,7 +114,8 @@ fn gemv(path: CpuPath, w: Stored<'_>, x: &[f32], m: usize, n: usize, k: usize) -
         .enumerate()
         .map(|(t, out)| Mutex::new((t * ROWS_PER_TASK, out)))
         .collect();
-    candle_core::utils::barrier_pool().execute_chunked(tasks.len(), |range| {
+    // Work offered to the pass (`cpu::beside`) runs here, on the calling thread.
+    crate::cpu::beside::execute_chunked(tasks.len(), |range| {
         let mut row = vec![0f32; k];
         for t in range {
             let Ok(mut task) = tasks[t].lock() else {

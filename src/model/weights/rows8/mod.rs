@@ -440,7 +440,8 @@ pub(crate) fn matmul(
         first_group.push(groups);
     }
     let lhs = &lhs;
-    candle_core::utils::barrier_pool().execute_chunked(runs * groups, |range| {
+    // Work offered to the pass (`cpu::beside`) runs here, on the calling thread.
+    crate::cpu::beside::execute_chunked(runs * groups, |range| {
         for item in range {
             let (run, group) = (item / groups, item % groups);
             let mat = first_group.partition_point(|&f| f <= group) - 1;
