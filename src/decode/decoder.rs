@@ -253,9 +253,9 @@ pub fn decode(
             stats.model_time += t.elapsed();
             unfed.clear();
             if !ran && options.beside_pass.is_none() {
-                // The model's pass did not take the work after all (the CPU model on
-                // kernels that take none): the CPU's order from the next step on.
-                beside = false;
+                // The model's pass did not take the work (the CPU model on kernels that
+                // take none): the CPU's order from the next step on, if the model says so.
+                beside = model.works_beside_pass();
             }
             ready
                 .ok_or_else(|| Error::internal("the grammar's work beside the pass never ran"))??

@@ -574,7 +574,13 @@ impl VisionLanguageModel for Qwen3Vl {
         // pool's other threads taking its rows (see `cpu::beside`).
         let (logits, ran) = crate::cpu::beside::during(beside, || self.feed(tokens, &[]));
         let logits = logits?;
-        self.takes_work_beside = Some(ran);
+        // A single token's pass is a matrix-vector product on every route that can take
+        // the work; a longer forced run may go to one that cannot (the f32 route's
+        // matrix-vector kernel takes a few rows at most) without saying anything of the
+        // next step's.
+        if ran || tokens.len() == 1 {
+            self.takes_work_beside = Some(ran);
+        }
         if !ran {
             beside();
         }
