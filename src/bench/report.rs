@@ -12,7 +12,7 @@
 //! | `memory_check` | peak after load against file size + KV cache + 25% (issue 3) |
 //! | `vision` | image size, visual tokens, preprocess and encode medians, `throughput` (operations, rate, fraction of the f32 peak) |
 //! | `prefill` / `decode` | tokens, medians, tokens/s, every sample; prefill's `throughput` against the peak of its weights' kind |
-//! | `grammar` | constrained decode: per-token grammar time and its commit part, grammar time per sampled token p50/p99, tokens guessed without a mask, the grammar's work beside the forward pass (its time per token, grammar copies advanced and taken, commits made beside the pass and the late runs among them), the same decodes with all grammar work on the critical path (p50/p99), and the forward pass in each, mask p50/p99, ratio to a decode step, forced share (or `grammar_error`) |
+//! | `grammar` | constrained decode: per-token grammar time and its commit part, grammar time per sampled token p50/p99, the share of those whose commit computed a forced run (their p50, the others' p99), tokens guessed without a mask, the grammar's work beside the forward pass (its time per token, grammar copies advanced and taken, commits made beside the pass and the late runs among them), the same decodes with all grammar work on the critical path (p50/p99), and the forward pass in each, mask p50/p99, ratio to a decode step, forced share (or `grammar_error`) |
 //! | `turn` | whole `decide_next` turns: the first (cold) total, the median on new screens after it (system prompt cached) and the median second turn on an unchanged screen (`warm_*`), each with its stages and tokens reused, the context length, KV cache and memory; a done claim verified on the last turn's screen (shared prefix) and on a new one (generated screenshots only: `--image` repeats the same screen); the first turn of a new process on a new screen (`new_process_*`: the system prompt read from the disk store the first turn wrote) |
 //! | `memory_stages` | per stage (load, vision, prefill, decode, grammar, turns): RSS at its end (anonymous and file-backed) and its peak |
 //! | `turn_memory_check` | peak RSS of the whole turns against file size + the turns' KV cache + 25% (issue 3's bound); `null` with `--no-turn` |
@@ -612,6 +612,15 @@ impl BenchReport {
                 (
                     "  per sampled token p50 / p99",
                     format!("{:.0} / {:.0} µs", g.step_p50_us, g.step_p99_us),
+                ),
+                (
+                    "  commits computing a run",
+                    format!(
+                        "{:.1}% of them, p50 {:.0} µs; the others p99 {:.0} µs",
+                        100.0 * g.run_step_share,
+                        g.run_step_p50_us,
+                        g.other_step_p99_us
+                    ),
                 ),
                 (
                     "  guessed (no mask)",

@@ -298,6 +298,13 @@ pub struct GrammarResult {
     pub step_p50_us: f64,
     /// The same, 99th percentile, µs.
     pub step_p99_us: f64,
+    /// Of the sampled tokens of these decodes, the share whose commit computed a forced
+    /// run on the critical path (`DecodeStats::step_computed_run`).
+    pub run_step_share: f64,
+    /// Those steps' grammar time, median, µs (0 where there were none).
+    pub run_step_p50_us: f64,
+    /// The other steps' grammar time, 99th percentile, µs.
+    pub other_step_p99_us: f64,
     /// Sampled tokens per decode (one per forward pass after the prompt).
     pub sampled_tokens: usize,
     /// Of which the grammar took as the model chose them, with no mask computed.
@@ -351,6 +358,9 @@ struct GrammarRuns {
     commits: Vec<f64>,
     masks: Vec<f64>,
     steps: Vec<f64>,
+    /// `steps` whose commit computed a forced run, and the others.
+    run_steps: Vec<f64>,
+    other_steps: Vec<f64>,
     passes: Vec<f64>,
     beside_us: f64,
 }
@@ -364,6 +374,12 @@ impl GrammarRuns {
             .push(us(&s.commit_time) / s.tokens.max(1) as f64);
         self.masks.extend(s.mask_times.iter().map(us));
         self.steps.extend(s.step_grammar_times.iter().map(us));
+        for (t, &run) in s.step_grammar_times.iter().zip(&s.step_computed_run) {
+            match run {
+                true => self.run_steps.push(us(t)),
+                false => self.other_steps.push(us(t)),
+            }
+        }
         self.passes
             .push(us(&s.model_time) / 1e3 / s.forward_calls.max(1) as f64);
         self.beside_us += us(&s.beside_time);
@@ -757,6 +773,9 @@ impl StageBench {
             commit_per_token_us: median(&default.commits),
             step_p50_us: median(&default.steps),
             step_p99_us: percentile(&default.steps, 99.0),
+            run_step_share: default.run_steps.len() as f64 / default.steps.len().max(1) as f64,
+            run_step_p50_us: median(&default.run_steps),
+            other_step_p99_us: percentile(&default.other_steps, 99.0),
             sampled_tokens: s.step_grammar_times.len(),
             guessed_tokens: s.guessed_tokens,
             beside_by_default,

@@ -62,7 +62,7 @@ pub struct Beside {
     /// The next step; `None` when the grammar has stopped or a late run is to be fed
     /// first.
     pub next: Option<Next>,
-    /// Whether free text is open (the grammar takes a probe word); asked only when
+    /// Whether free text is open (the grammar takes a probe); asked only when
     /// guessing or preparing beside the pass.
     pub free_text: bool,
     /// The mask's time, when one was computed.
@@ -72,8 +72,8 @@ pub struct Beside {
 }
 
 impl Beside {
-    /// Commit `pending` (and its run, if any), then get the next step ready. `probe` is
-    /// the word that shows free text is open ([`free_text_probe`]); `guessing`: whether
+    /// Commit `pending` (and its run, if any), then get the next step ready. `probes`
+    /// show that free text is open ([`FreeTextProbes`]); `guessing`: whether
     /// the decoder guesses there; `copies`: whether the step is prepared beside a pass in
     /// flight, where copies ([`Ahead`]) and commits of tokens fed first pay.
     pub fn prepare(
@@ -81,7 +81,7 @@ impl Beside {
         pending: Option<TokenId>,
         bounds: &Bounds,
         env: &TokenEnv,
-        probe: Option<TokenId>,
+        probes: &FreeTextProbes,
         guessing: bool,
         copies: bool,
     ) -> Result<Beside, Failure> {
@@ -104,24 +104,23 @@ impl Beside {
         }
         if ready.late_forced.is_empty() && !matcher.is_stopped() {
             // Asked only where it decides something: a guess, or a commit fed first.
-            ready.free_text = (guessing || copies) && probe.is_some_and(|p| takes(matcher, p));
-            ready.next = Some(
-                if guessing && ready.free_text && bounds.must_close(env).is_none() {
-                    Next::Guess
-                } else {
-                    let tm = Instant::now();
-                    let mask = mask_now(matcher, bounds, env)?;
-                    ready.mask_time = Some(tm.elapsed());
-                    let ahead = match copies {
-                        true => Ahead::commit(
-                            matcher,
-                            &candidates(&mask, env.string_closers(), env.eos()),
-                        ),
-                        false => Ahead::default(),
-                    };
-                    Next::Mask(mask, ahead)
-                },
-            );
+            let prose = (guessing || copies) && probes.word.is_some_and(|p| takes(matcher, p));
+            ready.free_text =
+                prose || (copies && probes.inside_character.iter().any(|&p| takes(matcher, p)));
+            ready.next = Some(if guessing && prose && bounds.must_close(env).is_none() {
+                Next::Guess
+            } else {
+                let tm = Instant::now();
+                let mask = mask_now(matcher, bounds, env)?;
+                ready.mask_time = Some(tm.elapsed());
+                let ahead = match copies {
+                    true => {
+                        Ahead::commit(matcher, &candidates(&mask, env.string_closers(), env.eos()))
+                    }
+                    false => Ahead::default(),
+                };
+                Next::Mask(mask, ahead)
+            });
         }
         ready.time = t.elapsed();
         Ok(ready)
@@ -155,13 +154,33 @@ pub fn mask_now(
     Ok(mask)
 }
 
-/// A word with its leading space (` the`): taken where the grammar takes prose and not
-/// where it expects an id, a key or a keyword (none holds a space); a single letter
-/// where the vocabulary has no such token.
-pub fn free_text_probe(env: &TokenEnv) -> Option<TokenId> {
-    [&b" the"[..], b"e"]
-        .iter()
-        .find_map(|word| env.tok_env().tok_trie().token_id(word))
+/// What shows that free text is open.
+pub struct FreeTextProbes {
+    /// A word with its leading space (` the`): taken where the grammar takes prose and
+    /// not where it expects an id, a key or a keyword (none holds a space); a single
+    /// letter where the vocabulary has no such token. Where it is taken, guesses pay.
+    word: Option<TokenId>,
+    /// Two lone UTF-8 continuation bytes, one of which is taken inside a character of
+    /// prose, where the word is not (the lowest and the highest: every lead byte takes one
+    /// of them next). There a guess seldom is (few tokens go on a character), but a token
+    /// that does not close the text forces nothing all the same.
+    inside_character: Vec<TokenId>,
+}
+
+impl FreeTextProbes {
+    /// The probes in `env`'s vocabulary.
+    pub fn new(env: &TokenEnv) -> Self {
+        let trie = env.tok_env().tok_trie();
+        FreeTextProbes {
+            word: [&b" the"[..], b"e"]
+                .iter()
+                .find_map(|word| trie.token_id(word)),
+            inside_character: [0x80u8, 0xBF]
+                .iter()
+                .filter_map(|b| trie.token_id(&[*b]))
+                .collect(),
+        }
+    }
 }
 
 /// Whether the grammar's parser can consume `token` now (what a mask would allow).

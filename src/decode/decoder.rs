@@ -8,12 +8,12 @@ use cel_contracts::NextMove;
 use llguidance::Matcher;
 use toktrie::{SimpleVob, TokenId};
 
-use super::beside::{free_text_probe, mask_now, takes, Ahead, Beside, Next};
+use super::beside::{mask_now, takes, Ahead, Beside, FreeTextProbes, Next};
 use super::bounds::Bounds;
 use super::grammar::Grammar;
 use super::sampler::{Sampler, Sampling};
 use crate::error::{BoxError, Error, Result};
-use crate::kernels::{masked_argmax, TokenPicker};
+use crate::kernels::{greedy_order, TokenPicker};
 use crate::model::VisionLanguageModel;
 
 /// How to decode.
@@ -33,7 +33,7 @@ pub struct DecodeOptions {
     /// Feed each forced-token run in one forward pass (default). Off feeds them one
     /// token per pass: the same output, more passes (kept for tests and benches).
     pub batch_forced: bool,
-    /// Greedy decoding on the CPU: try the model's own choice against the grammar
+    /// Greedy decoding on the CPU: try the model's own choices against the grammar
     /// before computing a mask (default; see [`decode`]). Off computes every mask: the
     /// same output, more grammar time (kept for tests and benches).
     pub guess_first: bool,
@@ -81,8 +81,15 @@ pub struct DecodeStats {
     /// was computed there, its check if it was guessed, its commit and the forced run
     /// after it (what ran beside the pass is in `beside_time` instead).
     pub step_grammar_times: Vec<Duration>,
+    /// For each of `step_grammar_times`: whether that commit computed a forced run on the
+    /// critical path (llguidance tokenizes the run and walks the token trie for token
+    /// healing: the slowest commits; a run taken from a grammar copy is not counted).
+    pub step_computed_run: Vec<bool>,
     /// Sampled tokens the grammar took as the model chose them, with no mask computed.
     pub guessed_tokens: usize,
+    /// Of those, the ones that were not the model's first choice (the grammar refused
+    /// the ones before them).
+    pub guessed_after_refusals: usize,
     /// Time in the model (`feed`, and reading the logits back when the model is on
     /// the CPU). A CPU pass that ran the grammar's work inside it (`beside_time`) counts
     /// what that work cost it: the pass's own time, longer by about the work's time
@@ -197,8 +204,8 @@ pub fn decode(
     let mut beside = options
         .beside_pass
         .unwrap_or_else(|| model.works_beside_pass());
-    let guesser = (on_cpu && options.guess_first && sampler.is_greedy()).then(|| Guesser::new(env));
-    let probe = free_text_probe(env);
+    let guessing = on_cpu && options.guess_first && sampler.is_greedy();
+    let probes = FreeTextProbes::new(env);
     // A sampled token fed before the grammar took it: its commit runs beside the pass.
     let mut pending: Option<TokenId> = None;
     // The copies a sample did not take, freed beside the next pass.
@@ -212,16 +219,8 @@ pub fn decode(
         }
         let copies = beside;
         let prepare = |matcher: &mut Matcher, pending: Option<TokenId>| {
-            Beside::prepare(
-                matcher,
-                pending,
-                &bounds,
-                env,
-                probe,
-                guesser.is_some(),
-                copies,
-            )
-            .map_err(|(reason, cause)| fail_caused(reason, cause, &tokens))
+            Beside::prepare(matcher, pending, &bounds, env, &probes, guessing, copies)
+                .map_err(|(reason, cause)| fail_caused(reason, cause, &tokens))
         };
         // With nothing to feed, or on the CPU without `beside`, the step is prepared
         // before the pass, on the critical path.
@@ -292,9 +291,9 @@ pub fn decode(
         };
         let (choice, mask_empty, mut ahead) = match next {
             Next::Guess => {
-                let guessed = match guesser.as_ref() {
-                    Some(guesser) => guesser.guess(&mut matcher, logits.host()?, env, &mut stats),
-                    None => None,
+                let guessed = match guessing {
+                    true => guess(&mut matcher, logits.host()?, env, &mut stats),
+                    false => None,
                 };
                 match guessed {
                     Some(token) => (Some(token), false, Ahead::default()),
@@ -324,6 +323,7 @@ pub fn decode(
         })?;
         stats.ahead_copies += ahead.len();
         let t = Instant::now();
+        let mut computed_run = false;
         let forced = match ahead.take(token) {
             Some(committed) => {
                 matcher = committed.matcher;
@@ -352,6 +352,7 @@ pub fn decode(
                     stats
                         .step_grammar_times
                         .push(stats.grammar_time() - grammar_before);
+                    stats.step_computed_run.push(false);
                     break;
                 }
                 tokens.push(token);
@@ -359,6 +360,7 @@ pub fn decode(
                 if let Some(e) = matcher.get_error() {
                     return Err(fail(format!("grammar forced tokens: {e}"), &tokens));
                 }
+                computed_run = !forced.is_empty();
                 forced
             }
         };
@@ -373,6 +375,7 @@ pub fn decode(
         stats
             .step_grammar_times
             .push(stats.grammar_time() - grammar_before);
+        stats.step_computed_run.push(computed_run);
         stats.forced_tokens += forced.len();
         tokens.extend_from_slice(&forced);
         unfed.extend_from_slice(&forced);
@@ -479,51 +482,47 @@ impl StepLogits {
     }
 }
 
-/// Greedy decoding on the CPU tries the model's own choice before a mask.
+/// Greedy decoding on the CPU tries the model's own choices before a mask.
 ///
 /// Where the grammar takes the unmasked argmax it is the masked argmax too (the same
 /// lowest-id maximum), so the output is the one a mask would give; a check is one
 /// lexer step, while a mask costs 5–100 µs (the first tokens of a free string walk
 /// thousands of trie nodes, because tokens holding a quote may close the string and
-/// run into what follows). A refused guess costs a check and a mask computed after the
-/// pass, on the critical path, so guesses are tried only where the grammar would take
-/// prose (a probe word, `beside::free_text_probe`): where strings are open, masks are
-/// the slowest and any model's choice the likeliest to be taken; elsewhere the mask is
-/// small and is computed beside the pass.
-struct Guesser {
-    /// Every token allowed: the unmasked argmax through the one greedy definition.
-    everything: Vec<u32>,
+/// run into what follows). Where the grammar refuses it, the next ones in the same order
+/// ([`greedy_order`]) are checked, [`GUESSES`] in all: the first one taken is the masked
+/// argmax as well. Only where all are refused (or the order reaches a token a check
+/// cannot decide for the mask) is the mask computed after the pass, on the critical
+/// path, so guesses are tried only where the grammar would take prose (a probe,
+/// `beside::FreeTextProbes`): where strings are open, masks are the slowest and any
+/// model's choice the likeliest to be taken; elsewhere the mask is small and is computed
+/// beside the pass.
+///
+/// End of sequence is never guessed (the mask decides where the grammar accepts), nor a
+/// token with no bytes (padding ids): reaching one ends the guesses.
+fn guess(
+    matcher: &mut Matcher,
+    logits: &[f32],
+    env: &super::TokenEnv,
+    stats: &mut DecodeStats,
+) -> Option<TokenId> {
+    let t = Instant::now();
+    let order = greedy_order(logits, GUESSES);
+    stats.sample_time += t.elapsed();
+    let t = Instant::now();
+    let taken = order
+        .into_iter()
+        .take_while(|&token| token != env.eos() && !env.token_bytes_of(token).is_empty())
+        .enumerate()
+        .find(|&(_, token)| takes(matcher, token));
+    stats.commit_time += t.elapsed();
+    stats.guessed_tokens += usize::from(taken.is_some());
+    stats.guessed_after_refusals += usize::from(taken.is_some_and(|(i, _)| i > 0));
+    taken.map(|(_, token)| token)
 }
 
-impl Guesser {
-    fn new(env: &super::TokenEnv) -> Self {
-        Guesser {
-            everything: vec![u32::MAX; env.n_vocab().div_ceil(32)],
-        }
-    }
-
-    /// The model's greedy choice when the grammar takes it as it is. End of sequence is
-    /// never guessed (the mask decides where the grammar accepts), nor a token with no
-    /// bytes (padding ids).
-    fn guess(
-        &self,
-        matcher: &mut Matcher,
-        logits: &[f32],
-        env: &super::TokenEnv,
-        stats: &mut DecodeStats,
-    ) -> Option<TokenId> {
-        let t = Instant::now();
-        let choice = masked_argmax(logits, &self.everything);
-        stats.sample_time += t.elapsed();
-        let t = Instant::now();
-        let taken = choice.filter(|&token| {
-            token != env.eos() && !env.token_bytes_of(token).is_empty() && takes(matcher, token)
-        });
-        stats.commit_time += t.elapsed();
-        stats.guessed_tokens += usize::from(taken.is_some());
-        taken
-    }
-}
+/// The model's choices [`guess`] checks before computing a mask: a refused check costs
+/// about a microsecond, a mask after the pass tens of them.
+const GUESSES: usize = 8;
 
 /// [`feed_run`] with `beside` run once, beside the first pass
 /// ([`VisionLanguageModel::feed_beside`]); whether it ran while that pass computed.

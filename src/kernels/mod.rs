@@ -38,7 +38,7 @@ mod metal;
 mod reference;
 mod rule;
 
-pub use reference::{masked_argmax, masked_sample, MASK_WORD_BITS};
+pub use reference::{greedy_order, masked_argmax, masked_sample, MASK_WORD_BITS};
 pub use rule::PickRule;
 
 use candle_core::{DType, Device, Tensor};

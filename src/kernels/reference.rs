@@ -122,6 +122,39 @@ pub fn masked_sample(logits: &[f32], mask: &[u32], temperature: f32, u: f32) -> 
     Some(chosen)
 }
 
+/// The first `k` tokens of the whole row in [`masked_argmax`]'s order: highest logit
+/// first, ties by lowest id, `-inf` after every other logit (by id), NaN never. For any
+/// mask, [`masked_argmax`] is the first token of this order the mask allows, so where one
+/// of these `k` is allowed it is the masked argmax, found without the mask (what the
+/// greedy decoder tries before computing one).
+///
+/// Cost: one pass over the row, as [`masked_argmax`] on a full mask: a 32-logit chunk is
+/// read one by one only when its maximum beats the `k`-th best so far.
+pub fn greedy_order(logits: &[f32], k: usize) -> Vec<u32> {
+    let mut top: Vec<(f32, u32)> = Vec::with_capacity(k + 1);
+    if k == 0 {
+        return Vec::new();
+    }
+    for (c, chunk) in logits.chunks(MASK_WORD_BITS).enumerate() {
+        // `f32::max` skips NaN; an all-NaN chunk reads as -inf, and a full list never
+        // takes a value that does not beat its last (later ids lose ties).
+        let chunk_max = chunk.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+        if top.len() == k && chunk_max <= top[k - 1].0 {
+            continue;
+        }
+        for (i, &v) in chunk.iter().enumerate() {
+            if v.is_nan() || (top.len() == k && v <= top[k - 1].0) {
+                continue;
+            }
+            // After every value at least as high: ties keep the lower id first.
+            let at = top.partition_point(|&(t, _)| t >= v);
+            top.insert(at, (v, (c * MASK_WORD_BITS + i) as u32));
+            top.truncate(k);
+        }
+    }
+    top.into_iter().map(|(_, id)| id).collect()
+}
+
 /// Calls `f(id, logit)` for each allowed id in order while it returns true.
 fn for_each_allowed(logits: &[f32], mask: &[u32], mut f: impl FnMut(u32, f32) -> bool) {
     let n = logits.len();
@@ -161,6 +194,48 @@ mod tests {
             words[a as usize / MASK_WORD_BITS] |= 1 << (a as usize % MASK_WORD_BITS);
         }
         words
+    }
+
+    /// The greedy order is the masked argmax's: for random rows (ties, NaN, ±inf) and
+    /// random masks, the first of the order the mask allows is the masked argmax, and the
+    /// order is that of taking the argmax again and again with the winner left out.
+    #[test]
+    fn greedy_order_is_the_order_masked_argmax_picks_in() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        for case in 0..300 {
+            let n = rng.random_range(1..200);
+            let row: Vec<f32> = (0..n)
+                .map(|_| match rng.random_range(0..12) {
+                    0 => f32::NAN,
+                    1 => f32::NEG_INFINITY,
+                    2 => f32::INFINITY,
+                    // Few distinct values: many ties.
+                    _ => rng.random_range(-3..3) as f32,
+                })
+                .collect();
+            let k = rng.random_range(0..12);
+            let order = greedy_order(&row, k);
+            let mut left: Vec<u32> = (0..n as u32).collect();
+            let mut expected = Vec::new();
+            while expected.len() < k {
+                let Some(best) = masked_argmax(&row, &mask(n, &left)) else {
+                    break;
+                };
+                expected.push(best);
+                left.retain(|&t| t != best);
+            }
+            assert_eq!(order, expected, "case {case}: {row:?}");
+            let allowed: Vec<u32> = (0..n as u32).filter(|_| rng.random_bool(0.2)).collect();
+            let first_allowed = order.iter().copied().find(|t| allowed.contains(t));
+            if let Some(t) = first_allowed {
+                assert_eq!(
+                    masked_argmax(&row, &mask(n, &allowed)),
+                    Some(t),
+                    "case {case}"
+                );
+            }
+        }
     }
 
     #[test]

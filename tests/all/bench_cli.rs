@@ -70,6 +70,8 @@ const DOCUMENTED: &[&str] = &[
     "/grammar/commit_per_token_us",
     "/grammar/mask_p99_us",
     "/grammar/step_p99_us",
+    "/grammar/run_step_share",
+    "/grammar/other_step_p99_us",
     "/grammar/guessed_tokens",
     "/grammar/ratio_to_decode_step",
     "/grammar/forced_share",
