@@ -291,11 +291,8 @@ pub fn decode(
         };
         let (choice, mask_empty, mut ahead) = match next {
             Next::Guess => {
-                let guessed = match guessing {
-                    true => guess(&mut matcher, logits.host()?, env, &mut stats),
-                    false => None,
-                };
-                match guessed {
+                // Only a guessing decode is handed a guess to make (`Beside::prepare`).
+                match guess(&mut matcher, logits.host()?, env, &mut stats) {
                     Some(token) => (Some(token), false, Ahead::default()),
                     None => {
                         let t = Instant::now();
