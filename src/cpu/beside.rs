@@ -17,23 +17,57 @@ use std::cell::Cell;
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-thread_local! {
-    /// The work offered on this thread, until a product takes it.
-    static OFFERED: Cell<Option<*mut (dyn FnMut() + 'static)>> = const { Cell::new(None) };
+/// When offered work is called within a pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moment {
+    /// In the pass's first large product, before the calling thread takes rows.
+    Start,
+    /// At the end of the pass's last product ([`last_product`]), on the calling thread,
+    /// once it has no rows left to take while the other threads finish theirs: a wait it
+    /// would spend idle. The pass has streamed the weights through the caches, so what
+    /// the step after the pass is about to touch is best read in here (see the decoder's
+    /// rehearsals). Only after `Start` ran inside the same pass.
+    End,
 }
 
-/// Run `pass` with `work` offered to its products (see the module). Returns what `pass`
-/// returned and whether `work` ran inside it; where it did not (no product of the pass
-/// took it: a pass on other kernels, or a pool with no other thread), it has not run.
-pub fn during<R>(work: &mut dyn FnMut(), pass: impl FnOnce() -> R) -> (R, bool) {
-    let work: *mut (dyn FnMut() + '_) = work;
+/// The work offered on this thread, and how far it has run.
+#[derive(Clone, Copy)]
+struct Offer {
+    work: *mut (dyn FnMut(Moment) + 'static),
+    started: bool,
+    ended: bool,
+}
+
+thread_local! {
+    /// The work offered on this thread, while `during` runs.
+    static OFFERED: Cell<Option<Offer>> = const { Cell::new(None) };
+    /// Whether the product running on this thread is the pass's last ([`last_product`]).
+    static LAST: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Run `pass` with `work` offered to its products (see the module): called with
+/// [`Moment::Start`] by the first product that starts on this thread, and with
+/// [`Moment::End`] at the end of the product marked [`last_product`], if any. Returns what
+/// `pass` returned and whether `work` ran (its `Start`) inside it; where it did not (no
+/// product of the pass took it: a pass on other kernels, or a pool with no other thread),
+/// it has not run at all.
+pub fn during<R>(work: &mut dyn FnMut(Moment), pass: impl FnOnce() -> R) -> (R, bool) {
+    let work: *mut (dyn FnMut(Moment) + '_) = work;
     // SAFETY: the pointer lives only in this thread's slot, and `Withdraw` empties the slot
     // before `during` returns (or unwinds), while `work`'s borrow is still held: it is never
     // called after `work`'s lifetime ends. Only the lifetime bound is erased.
     let work = unsafe {
-        std::mem::transmute::<*mut (dyn FnMut() + '_), *mut (dyn FnMut() + 'static)>(work)
+        std::mem::transmute::<*mut (dyn FnMut(Moment) + '_), *mut (dyn FnMut(Moment) + 'static)>(
+            work,
+        )
     };
-    OFFERED.with(|slot| slot.set(Some(work)));
+    OFFERED.with(|slot| {
+        slot.set(Some(Offer {
+            work,
+            started: false,
+            ended: false,
+        }))
+    });
     struct Withdraw;
     impl Drop for Withdraw {
         fn drop(&mut self) {
@@ -42,28 +76,64 @@ pub fn during<R>(work: &mut dyn FnMut(), pass: impl FnOnce() -> R) -> (R, bool) 
     }
     let withdraw = Withdraw;
     let out = pass();
-    let ran = OFFERED.with(|slot| slot.get().is_none());
+    let ran = OFFERED.with(|slot| slot.get().is_some_and(|offer| offer.started));
     drop(withdraw);
     (out, ran)
 }
 
-/// Run the work offered on this thread, if any (taken first, so it runs once).
-fn run_offered() {
-    if let Some(work) = OFFERED.with(Cell::take) {
-        // SAFETY: `during` put it there and is still running on this thread (it empties
-        // the slot before returning), so the closure it points to is alive and borrowed
-        // by nothing else; taking it from the slot makes this the only call.
-        unsafe { (*work)() };
+/// Run `product` as the pass's last product: offered work gets its [`Moment::End`] there.
+pub fn last_product<R>(product: impl FnOnce() -> R) -> R {
+    struct Unmark;
+    impl Drop for Unmark {
+        fn drop(&mut self) {
+            LAST.with(|last| last.set(false));
+        }
     }
+    LAST.with(|last| last.set(true));
+    let _unmark = Unmark;
+    product()
+}
+
+/// Call the work offered on this thread at `moment`, if it is due there (each moment
+/// once; `End` only after `Start`, in the last product).
+fn run_offered(moment: Moment) {
+    let Some(mut offer) = OFFERED.with(Cell::get) else {
+        return;
+    };
+    let due = match moment {
+        Moment::Start => !offer.started,
+        Moment::End => offer.started && !offer.ended && LAST.with(Cell::get),
+    };
+    if !due {
+        return;
+    }
+    match moment {
+        Moment::Start => offer.started = true,
+        Moment::End => offer.ended = true,
+    }
+    // Marked before the call, so a product inside the work (none is expected) runs nothing.
+    OFFERED.with(|slot| slot.set(Some(offer)));
+    // SAFETY: `during` put it there and is still running on this thread (it empties the
+    // slot before returning), so the closure it points to is alive and borrowed by nothing
+    // else; each moment is marked as run before the call, so neither runs twice.
+    unsafe { (*offer.work)(moment) };
+}
+
+/// Whether offered work is due in a product starting on this thread.
+fn work_due() -> bool {
+    OFFERED.with(|slot| {
+        slot.get()
+            .is_some_and(|offer| !offer.started || (!offer.ended && LAST.with(Cell::get)))
+    })
 }
 
 /// `f` over `0..n_items` in ranges on candle's barrier pool, as its `execute_chunked`
 /// does; where work is offered on this thread and the pool has other threads, this thread
-/// runs that work first and then takes ranges like the others, so they take its share.
+/// runs that work first and then takes ranges like the others, so they take its share (and
+/// in the last product, runs its end once no range is left).
 pub(crate) fn execute_chunked<F: Fn(Range<usize>) + Sync>(n_items: usize, f: F) {
     let pool = candle_core::utils::barrier_pool();
-    let offered = OFFERED.with(|slot| slot.get().is_some());
-    if !offered || pool.n_workers() == 0 || n_items == 0 {
+    if !work_due() || pool.n_workers() == 0 || n_items == 0 {
         pool.execute_chunked(n_items, f);
         return;
     }
@@ -72,8 +142,8 @@ pub(crate) fn execute_chunked<F: Fn(Range<usize>) + Sync>(n_items: usize, f: F) 
     let chunk = n_items.div_ceil((pool.n_workers() + 1) * 8).max(1);
     let cursor = AtomicUsize::new(0);
     pool.execute(|_| {
-        // A no-op on the pool's threads: the slot is this thread's.
-        run_offered();
+        // No-ops on the pool's threads: the slot is this thread's.
+        run_offered(Moment::Start);
         loop {
             let start = cursor.fetch_add(chunk, Ordering::Relaxed);
             if start >= n_items {
@@ -81,6 +151,7 @@ pub(crate) fn execute_chunked<F: Fn(Range<usize>) + Sync>(n_items: usize, f: F) 
             }
             f(start..n_items.min(start + chunk));
         }
+        run_offered(Moment::End);
     });
 }
 
@@ -96,7 +167,7 @@ mod tests {
         let caller = std::thread::current().id();
         let mut runs = Vec::new();
         let sums: Vec<AtomicU64> = (0..3).map(|_| AtomicU64::new(0)).collect();
-        let (_, ran) = during(&mut || runs.push(std::thread::current().id()), || {
+        let (_, ran) = during(&mut |_| runs.push(std::thread::current().id()), || {
             for sum in &sums {
                 execute_chunked(1000, |range| {
                     for i in range {
@@ -122,9 +193,55 @@ mod tests {
     #[test]
     fn work_no_product_took_is_withdrawn() {
         let mut count = 0;
-        let ((), ran) = during(&mut || count += 1, || ());
+        let ((), ran) = during(&mut |_| count += 1, || ());
         assert!(!ran);
         execute_chunked(64, |_| {});
         assert_eq!(count, 0);
+    }
+
+    /// The end moment comes once, on the offering thread, in the product marked last and
+    /// after every range of it was taken; a pass with no product marked last has none.
+    #[test]
+    fn the_end_moment_comes_once_in_the_last_product_after_its_ranges() {
+        if candle_core::utils::barrier_pool().n_workers() == 0 {
+            return;
+        }
+        let caller = std::thread::current().id();
+        let taken = AtomicU64::new(0);
+        let mut seen = Vec::new();
+        let product = |n: u64| {
+            execute_chunked(n as usize, |range| {
+                taken.fetch_add(range.len() as u64, Ordering::Relaxed);
+            })
+        };
+        let (_, ran) = during(
+            &mut |moment| {
+                seen.push((
+                    moment,
+                    std::thread::current().id(),
+                    taken.load(Ordering::Relaxed),
+                ))
+            },
+            || {
+                product(100);
+                product(100);
+                last_product(|| product(1000));
+                product(100);
+            },
+        );
+        assert!(ran);
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        // (the other threads may take ranges of the first product before it starts)
+        assert_eq!((seen[0].0, seen[0].1), (Moment::Start, caller));
+        assert!(seen[0].2 <= 100, "{seen:?}");
+        let (moment, thread, at) = seen[1];
+        assert_eq!((moment, thread), (Moment::End, caller));
+        // Every range of the last product is taken by then (the other threads may still be
+        // computing theirs): at least what the two products before it and its own
+        // calling-thread ranges made, at most all of them.
+        assert!((200..=1200).contains(&at), "{at}");
+        let mut moments = Vec::new();
+        let _ = during(&mut |m| moments.push(m), || product(100));
+        assert_eq!(moments, vec![Moment::Start]);
     }
 }

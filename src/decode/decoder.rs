@@ -8,13 +8,13 @@ use cel_contracts::NextMove;
 use llguidance::Matcher;
 use toktrie::{SimpleVob, TokenId};
 
-use super::beside::{mask_now, takes, Ahead, Beside, FreeTextProbes, Next};
+use super::beside::{mask_now, rehearse, takes, Ahead, Beside, FreeTextProbes, Next};
 use super::bounds::Bounds;
 use super::grammar::Grammar;
 use super::sampler::{Sampler, Sampling};
 use crate::error::{BoxError, Error, Result};
 use crate::kernels::{greedy_order, TokenPicker};
-use crate::model::VisionLanguageModel;
+use crate::model::{Moment, VisionLanguageModel};
 
 /// How to decode.
 #[derive(Debug, Clone, PartialEq)]
@@ -106,6 +106,10 @@ pub struct DecodeStats {
     pub committed_beside: usize,
     /// Of those, the ones that forced a run after all, fed in a pass of its own.
     pub late_runs: usize,
+    /// Commits rehearsed at the end of a CPU pass, on a copy thrown away
+    /// (`beside::rehearse`): where the step after it may commit a forced run with no copy
+    /// made for it, so that commit finds the grammar's tables in the caches.
+    pub rehearsals: usize,
     /// Grammar time beside the forward pass (its masks are in `mask_times` too, but not
     /// in `step_grammar_times`): on a device while the pass is in flight, on the CPU inside
     /// the pass (see `DecodeOptions::beside_pass`), or after a pass that could not take
@@ -243,11 +247,28 @@ pub fn decode(
             let t = Instant::now();
             stats.forward_calls += if options.batch_forced { 1 } else { unfed.len() };
             let mut ready = None;
-            let mut work = || {
-                drop(spent.take());
-                ready = Some(prepare(&mut matcher, pending.take()));
+            let mut rehearsal = None;
+            let mut work = |moment| match moment {
+                Moment::Start => {
+                    drop(spent.take());
+                    ready = Some(prepare(&mut matcher, pending.take()));
+                }
+                Moment::End => {
+                    // Guessing is greedy decoding on the CPU, the one order whose pass ends
+                    // with the caches cold (see `beside::rehearse`).
+                    if let Some(Ok(step)) = ready.as_ref().filter(|_| guessing) {
+                        let t = Instant::now();
+                        if rehearse(&matcher, step, env, &probes) {
+                            rehearsal = Some(t.elapsed());
+                        }
+                    }
+                }
             };
             let (row, ran) = feed_run_beside(model, &unfed, options.batch_forced, &mut work)?;
+            if let Some(time) = rehearsal {
+                stats.rehearsals += 1;
+                stats.beside_time += time;
+            }
             logits = StepLogits::new(&row, env.n_vocab())?;
             stats.model_time += t.elapsed();
             unfed.clear();
@@ -527,7 +548,7 @@ fn feed_run_beside(
     model: &mut dyn VisionLanguageModel,
     run: &[TokenId],
     batched: bool,
-    beside: &mut dyn FnMut(),
+    beside: &mut dyn FnMut(Moment),
 ) -> Result<(Tensor, bool)> {
     let first = if batched { run.len() } else { 1.min(run.len()) };
     let (mut last, ran) = model.feed_beside(&run[..first], beside)?;

@@ -12,6 +12,8 @@ pub mod scripted;
 
 use candle_core::{DType, Device, Tensor};
 
+/// When [`VisionLanguageModel::feed_beside`] calls its work.
+pub use crate::cpu::beside::Moment;
 use crate::error::Result;
 /// The vision tower's input; it lives with the preprocessing that makes it.
 pub use crate::image::PreprocessedImage;
@@ -76,14 +78,20 @@ pub trait VisionLanguageModel: Send {
     /// forced-token run (several tokens). Errors on an empty `tokens`.
     fn feed(&mut self, tokens: &[u32], images: &[EncodedImage]) -> Result<Tensor>;
 
-    /// [`feed`](Self::feed) `tokens` (no images) and run `beside` once: while the pass
-    /// computes where the model can ([`works_beside_pass`](Self::works_beside_pass)), else
-    /// after it. Returns the logits and whether `beside` ran while the pass computed. On
-    /// an error `beside` may not have run. This default launches the pass, then runs
-    /// `beside`: on a device the host is free while the pass runs there.
-    fn feed_beside(&mut self, tokens: &[u32], beside: &mut dyn FnMut()) -> Result<(Tensor, bool)> {
+    /// [`feed`](Self::feed) `tokens` (no images) and run `beside` with [`Moment::Start`]
+    /// once: while the pass computes where the model can
+    /// ([`works_beside_pass`](Self::works_beside_pass)), else after it; a CPU pass that ran
+    /// it inside may call it again with [`Moment::End`] as its last product ends. Returns the
+    /// logits and whether `beside` ran while the pass computed. On an error `beside` may not
+    /// have run. This default launches the pass, then runs `beside`: on a device the host is
+    /// free while the pass runs there.
+    fn feed_beside(
+        &mut self,
+        tokens: &[u32],
+        beside: &mut dyn FnMut(Moment),
+    ) -> Result<(Tensor, bool)> {
         let logits = self.feed(tokens, &[])?;
-        beside();
+        beside(Moment::Start);
         Ok((logits, !self.device().is_cpu()))
     }
 

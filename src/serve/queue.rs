@@ -254,7 +254,11 @@ impl VisionLanguageModel for Interruptible<'_> {
         self.model.feed(tokens, images)
     }
 
-    fn feed_beside(&mut self, tokens: &[u32], beside: &mut dyn FnMut()) -> Result<(Tensor, bool)> {
+    fn feed_beside(
+        &mut self,
+        tokens: &[u32],
+        beside: &mut dyn FnMut(crate::model::Moment),
+    ) -> Result<(Tensor, bool)> {
         self.interrupt.check()?;
         self.model.feed_beside(tokens, beside)
     }

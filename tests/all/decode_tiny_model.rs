@@ -73,7 +73,8 @@ fn sampled_moves_from_the_tiny_model_are_always_valid_and_on_screen() -> Result<
 /// its rows): the tokens must be those of the CPU's own order (work before the pass), for
 /// greedy and sampled decodes, on the f32 route and on a quantized one whose products cannot
 /// take the work (the decoder falls back to its own order); and on the f32 route that work
-/// must have been done inside the passes, where the pool has a thread besides the caller.
+/// must have been done inside the passes, with commits rehearsed at their ends, where the
+/// pool has a thread besides the caller.
 #[test]
 fn work_inside_the_cpu_pass_decodes_the_tokens_of_the_critical_path() -> Result<()> {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/fixtures");
@@ -95,6 +96,7 @@ fn work_inside_the_cpu_pass_decodes_the_tokens_of_the_critical_path() -> Result<
         let mut model = Qwen3Vl::load(&load)?;
         let first = model.feed(&prompt, &[])?;
         let mut prepared_inside = 0;
+        let mut rehearsed = 0;
         for seed in 0..12u64 {
             let sampling = match seed % 2 {
                 0 => Sampling::Greedy,
@@ -116,6 +118,7 @@ fn work_inside_the_cpu_pass_decodes_the_tokens_of_the_critical_path() -> Result<
                 let s = &out.decoded.stats;
                 if beside_pass.is_none() {
                     prepared_inside += s.ahead_copies + s.committed_beside;
+                    rehearsed += s.rehearsals;
                 }
                 decoded.push(out.decoded.tokens);
             }
@@ -134,6 +137,12 @@ fn work_inside_the_cpu_pass_decodes_the_tokens_of_the_critical_path() -> Result<
             ensure!(
                 !pool_has_helpers || prepared_inside > 0,
                 "no work was prepared inside a pass"
+            );
+            // Greedy decodes rehearse commits as the pass's last product ends (the head is
+            // one of these products), and decode the same tokens all the same (above).
+            ensure!(
+                !pool_has_helpers || rehearsed > 0,
+                "no commit was rehearsed at the end of a pass"
             );
         } else {
             // This fixture's rows are too short for the eight-row kernels, so its

@@ -78,7 +78,9 @@ use tokenizers::Tokenizer;
 use crate::error::{Error, Result};
 use crate::model::kv_cache::KvCache;
 use crate::model::weights::LoadOptions;
-use crate::model::{EncodedImage, KvPrefix, KvSource, PreprocessedImage, VisionLanguageModel};
+use crate::model::{
+    EncodedImage, KvPrefix, KvSource, Moment, PreprocessedImage, VisionLanguageModel,
+};
 use crate::tokenizer::SpecialTokens;
 
 pub use checkpoint::{ModelInfo, WeightSource};
@@ -561,13 +563,20 @@ impl VisionLanguageModel for Qwen3Vl {
             (tokens.len() >= PREFILL_HEAP_FROM_TOKENS).then(crate::cpu::LargeBlocksFromHeap::new);
         let hidden = self.forward_hidden(tokens, images)?;
         let last = hidden.narrow(0, tokens.len() - 1, 1)?;
-        Ok(self.text.logits(&last)?.squeeze(0)?)
+        // The head is the pass's last product: work offered to the pass ends there
+        // (`cpu::beside::Moment::End`).
+        let logits = crate::cpu::beside::last_product(|| self.text.logits(&last))?;
+        Ok(logits.squeeze(0)?)
     }
 
-    fn feed_beside(&mut self, tokens: &[u32], beside: &mut dyn FnMut()) -> Result<(Tensor, bool)> {
+    fn feed_beside(
+        &mut self,
+        tokens: &[u32],
+        beside: &mut dyn FnMut(Moment),
+    ) -> Result<(Tensor, bool)> {
         if !self.device.is_cpu() {
             let logits = self.feed(tokens, &[])?;
-            beside();
+            beside(Moment::Start);
             return Ok((logits, true));
         }
         // The calling thread runs `beside` inside the pass's first large product, the
@@ -582,7 +591,7 @@ impl VisionLanguageModel for Qwen3Vl {
             self.takes_work_beside = Some(ran);
         }
         if !ran {
-            beside();
+            beside(Moment::Start);
         }
         Ok((logits, ran))
     }
