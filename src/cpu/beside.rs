@@ -94,19 +94,22 @@ pub fn last_product<R>(product: impl FnOnce() -> R) -> R {
     product()
 }
 
-/// Call the work offered on this thread at `moment`, if it is due there (each moment
-/// once; `End` only after `Start`, in the last product).
-fn run_offered(moment: Moment) {
-    let Some(mut offer) = OFFERED.with(Cell::get) else {
-        return;
-    };
-    let due = match moment {
-        Moment::Start => !offer.started,
-        Moment::End => offer.started && !offer.ended && LAST.with(Cell::get),
-    };
-    if !due {
-        return;
+impl Offer {
+    /// Whether the work is due at `moment` (each moment once; `End` only after `Start`, in
+    /// the last product).
+    fn due(&self, moment: Moment) -> bool {
+        match moment {
+            Moment::Start => !self.started,
+            Moment::End => self.started && !self.ended && LAST.with(Cell::get),
+        }
     }
+}
+
+/// Call the work offered on this thread at `moment`, if it is due there.
+fn run_offered(moment: Moment) {
+    let Some(mut offer) = OFFERED.with(Cell::get).filter(|offer| offer.due(moment)) else {
+        return;
+    };
     match moment {
         Moment::Start => offer.started = true,
         Moment::End => offer.ended = true,
@@ -121,10 +124,9 @@ fn run_offered(moment: Moment) {
 
 /// Whether offered work is due in a product starting on this thread.
 fn work_due() -> bool {
-    OFFERED.with(|slot| {
-        slot.get()
-            .is_some_and(|offer| !offer.started || (!offer.ended && LAST.with(Cell::get)))
-    })
+    OFFERED
+        .with(Cell::get)
+        .is_some_and(|offer| offer.due(Moment::Start) || offer.due(Moment::End))
 }
 
 /// `f` over `0..n_items` in ranges on candle's barrier pool, as its `execute_chunked`

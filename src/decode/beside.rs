@@ -192,17 +192,7 @@ pub fn rehearse(matcher: &Matcher, step: &Beside, env: &TokenEnv, probes: &FreeT
 
 /// The lowest id set in `a` (and in `b`, when given), `eos` left out.
 fn first_set(a: &[u32], b: Option<&[u32]>, eos: TokenId) -> Option<TokenId> {
-    a.iter().enumerate().find_map(|(i, &word)| {
-        let mut word = word & b.map_or(u32::MAX, |b| b.get(i).copied().unwrap_or(0));
-        while word != 0 {
-            let id = (i * 32) as TokenId + word.trailing_zeros();
-            word &= word - 1;
-            if id != eos {
-                return Some(id);
-            }
-        }
-        None
-    })
+    set_ids(a, b).find(|&id| id != eos)
 }
 
 /// What shows that free text is open.
@@ -309,21 +299,27 @@ pub fn candidates(mask: &SimpleVob, closers: &SimpleVob, eos: TokenId) -> Vec<To
 /// The ids set in `a` (and in `b`, when given), unless more than [`MAX_CANDIDATES`].
 fn few_set(a: &[u32], b: Option<&[u32]>, eos: TokenId) -> Option<Vec<TokenId>> {
     let mut out = Vec::new();
-    for (i, &word) in a.iter().enumerate() {
-        let mut word = word & b.map_or(u32::MAX, |b| b.get(i).copied().unwrap_or(0));
-        while word != 0 {
-            let id = (i * 32) as TokenId + word.trailing_zeros();
-            word &= word - 1;
-            if id == eos {
-                continue;
-            }
-            if out.len() == MAX_CANDIDATES {
-                return None;
-            }
-            out.push(id);
+    for id in set_ids(a, b).filter(|&id| id != eos) {
+        if out.len() == MAX_CANDIDATES {
+            return None;
         }
+        out.push(id);
     }
     Some(out)
+}
+
+/// The ids set in the bit set `a` (and in `b`, when given), lowest first.
+fn set_ids<'a>(a: &'a [u32], b: Option<&'a [u32]>) -> impl Iterator<Item = TokenId> + 'a {
+    a.iter().enumerate().flat_map(move |(i, &word)| {
+        let mut word = word & b.map_or(u32::MAX, |b| b.get(i).copied().unwrap_or(0));
+        std::iter::from_fn(move || {
+            (word != 0).then(|| {
+                let id = (i * 32) as TokenId + word.trailing_zeros();
+                word &= word - 1;
+                id
+            })
+        })
+    })
 }
 
 #[cfg(test)]
