@@ -25,7 +25,7 @@ pub fn load_tokenizer(path: &Path) -> Result<Tokenizer> {
 }
 
 /// The JSON text of a `tokenizer.json` or `tokenizer.json.gz`.
-fn read_tokenizer_json(path: &Path) -> Result<Vec<u8>> {
+pub(crate) fn read_tokenizer_json(path: &Path) -> Result<Vec<u8>> {
     let bytes = crate::input_file::read_bytes(path, crate::input_file::InputKind::Tokenizer)?;
     if path.extension().is_none_or(|ext| ext != "gz") {
         return Ok(bytes);
@@ -186,7 +186,7 @@ impl SpecialTokens {
 }
 
 /// The pre-tokenizer pattern of Qwen2/Qwen3 (`tokenizer.ggml.pre = "qwen2"` in GGUF).
-const QWEN2_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+pub(crate) const QWEN2_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// GGUF token types (llama.cpp's `llama_token_type`).
 const TOKEN_TYPE_NORMAL: i32 = 1;

@@ -31,6 +31,7 @@
 //! ```
 
 mod answer;
+mod ascii_split;
 mod beside;
 mod bounds;
 mod decoder;

@@ -26,6 +26,7 @@ use llguidance::ParserFactory;
 use tokenizers::Tokenizer;
 use toktrie::{SimpleVob, TokEnv, TokRxInfo, TokTrie, TokenId, TokenizerEnv};
 
+use super::ascii_split::AsciiSplit;
 use crate::error::{Error, Result};
 use crate::tokenizer::Vocabulary;
 
@@ -120,8 +121,9 @@ impl std::fmt::Debug for TokenEnv {
 /// canonical tokenization llguidance needs to force tokens.
 struct HfTokenizerEnv {
     /// Set by [`TokenEnv::bind`] (the environment may be built from the vocabulary while
-    /// the tokenizer is still being built); until then the trie tokenizes greedily.
-    tokenizer: std::sync::OnceLock<Tokenizer>,
+    /// the tokenizer is still being built); until then the trie tokenizes greedily. With
+    /// it, the hand split of ASCII text where the tokenizer's pipeline allows one.
+    tokenizer: std::sync::OnceLock<(Tokenizer, Option<AsciiSplit>)>,
     trie: TokTrie,
     /// Tokenizations of forced byte strings. llguidance tokenizes the forced bytes
     /// at every step (twice after a forced run), and the same few dozen structural
@@ -159,9 +161,18 @@ impl HfTokenizerEnv {
         // forced tokens must be); the trie's greedy tokenization covers the rest, and a
         // tokenizer error, instead of panicking inside the parser.
         self.trie.tokenize_with_greedy_fallback(s, |text| {
-            match self.tokenizer.get().map(|t| t.encode_fast(text, false)) {
-                Some(Ok(enc)) => enc.get_ids().to_vec(),
-                _ => self.trie.greedy_tokenize(text.as_bytes()),
+            let Some((tokenizer, split)) = self.tokenizer.get() else {
+                return self.trie.greedy_tokenize(text.as_bytes());
+            };
+            if let Some(ids) = split
+                .as_ref()
+                .and_then(|split| split.tokenize(tokenizer.get_model(), text))
+            {
+                return ids;
+            }
+            match tokenizer.encode_fast(text, false) {
+                Ok(enc) => enc.get_ids().to_vec(),
+                Err(_) => self.trie.greedy_tokenize(text.as_bytes()),
             }
         })
     }
@@ -318,7 +329,8 @@ impl TokenEnv {
                 return Err(disagree(format!("token {id} differs")));
             }
         }
-        let _ = self.hf.tokenizer.set(tokenizer);
+        let split = AsciiSplit::for_tokenizer(&tokenizer);
+        let _ = self.hf.tokenizer.set((tokenizer, split));
         Ok(())
     }
 
