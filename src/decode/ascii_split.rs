@@ -192,11 +192,12 @@ fn match_at(s: &[u8], i: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use anyhow::{Context, Result};
     use std::path::Path;
 
-    fn qwen() -> Tokenizer {
+    fn qwen() -> Result<Tokenizer> {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/fixtures/tokenizer.json.gz");
-        crate::tokenizer::load_tokenizer(&path).expect("the Qwen tokenizer fixture")
+        Ok(crate::tokenizer::load_tokenizer(&path)?)
     }
 
     /// Text built to cross every alternative's edges: cased contractions, letters against
@@ -229,9 +230,9 @@ mod tests {
     /// On Qwen's tokenizer the hand split gives the tokenizer's own tokens for every text
     /// it takes, and takes every text of its alphabet with no added token in it.
     #[test]
-    fn the_hand_split_tokenizes_as_the_tokenizer_does() {
-        let tokenizer = qwen();
-        let split = AsciiSplit::for_tokenizer(&tokenizer).expect("Qwen's pipeline is matched");
+    fn the_hand_split_tokenizes_as_the_tokenizer_does() -> Result<()> {
+        let tokenizer = qwen()?;
+        let split = AsciiSplit::for_tokenizer(&tokenizer).context("Qwen's pipeline is matched")?;
         let mut texts = corpus(4000);
         texts.extend(
             [
@@ -245,36 +246,41 @@ mod tests {
             .map(String::from),
         );
         for text in &texts {
-            let expected = tokenizer.encode_fast(text.as_str(), false).unwrap();
+            let expected = tokenizer
+                .encode_fast(text.as_str(), false)
+                .map_err(anyhow::Error::msg)?;
             let got = split.tokenize(tokenizer.get_model(), text);
             assert_eq!(got.as_deref(), Some(expected.get_ids()), "{text:?}");
         }
+        Ok(())
     }
 
     /// The tokenizer assembled from a GGUF made by llama.cpp's converter has the same
     /// pipeline, so it gets the hand split and the same tokens.
     #[test]
-    fn the_tokenizer_assembled_from_a_gguf_gets_the_hand_split() {
+    fn the_tokenizer_assembled_from_a_gguf_gets_the_hand_split() -> Result<()> {
         let gguf =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("models/fixtures/tiny-a/tiny-a-f16.gguf");
-        let content = candle_core::quantized::gguf_file::Content::read(
-            &mut std::fs::File::open(&gguf).unwrap(),
-        )
-        .unwrap();
-        let tokenizer = crate::tokenizer::tokenizer_from_gguf(&content, &gguf).unwrap();
-        let split = AsciiSplit::for_tokenizer(&tokenizer).expect("the GGUF's pipeline is matched");
+        let content =
+            candle_core::quantized::gguf_file::Content::read(&mut std::fs::File::open(&gguf)?)?;
+        let tokenizer = crate::tokenizer::tokenizer_from_gguf(&content, &gguf)?;
+        let split =
+            AsciiSplit::for_tokenizer(&tokenizer).context("the GGUF's pipeline is matched")?;
         for text in corpus(500) {
-            let expected = tokenizer.encode_fast(text.as_str(), false).unwrap();
+            let expected = tokenizer
+                .encode_fast(text.as_str(), false)
+                .map_err(anyhow::Error::msg)?;
             let got = split.tokenize(tokenizer.get_model(), &text);
             assert_eq!(got.as_deref(), Some(expected.get_ids()), "{text:?}");
         }
+        Ok(())
     }
 
     /// Text outside the alphabet, or holding an added token, is left to the tokenizer.
     #[test]
-    fn other_text_is_left_to_the_tokenizer() {
-        let tokenizer = qwen();
-        let split = AsciiSplit::for_tokenizer(&tokenizer).unwrap();
+    fn other_text_is_left_to_the_tokenizer() -> Result<()> {
+        let tokenizer = qwen()?;
+        let split = AsciiSplit::for_tokenizer(&tokenizer).context("matched")?;
         for text in [
             "caf\u{e9}",
             "a\u{b}b",
@@ -289,16 +295,16 @@ mod tests {
                 "{text:?}"
             );
         }
+        Ok(())
     }
 
     /// A tokenizer whose pipeline differs (another split expression, a prefix space, a
     /// normalizer that changes ASCII) gets no hand split.
     #[test]
-    fn another_pipeline_gets_no_hand_split() {
+    fn another_pipeline_gets_no_hand_split() -> Result<()> {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/fixtures/tokenizer.json.gz");
-        let json =
-            String::from_utf8(crate::tokenizer::read_tokenizer_json(&path).unwrap()).unwrap();
-        let pattern = serde_json::to_string(QWEN2_PATTERN).unwrap();
+        let json = String::from_utf8(crate::tokenizer::read_tokenizer_json(&path)?)?;
+        let pattern = serde_json::to_string(QWEN2_PATTERN)?;
         let changed = [
             json.replacen(&pattern, r#""\\s+|\\S+""#, 1),
             json.replacen(
@@ -313,9 +319,11 @@ mod tests {
                 variant, json,
                 "the fixture's JSON has the text each variant changes"
             );
-            let tokenizer = Tokenizer::from_bytes(variant.as_bytes()).unwrap();
+            let tokenizer =
+                Tokenizer::from_bytes(variant.as_bytes()).map_err(anyhow::Error::msg)?;
             assert!(AsciiSplit::for_tokenizer(&tokenizer).is_none());
         }
+        Ok(())
     }
 
     fn split(s: &str) -> Vec<&str> {
