@@ -6,7 +6,7 @@
 //! of the decode. The tokenizer splits text with its pre-tokenizer's regular expression
 //! (fancy-regex, a backtracking engine) before its byte-level BPE: after a CPU pass has
 //! streamed the weights through the caches, one such call on a new dozen-byte string took
-//! 70–170 µs on a 2-core AMD EPYC VM, most of a commit. Forced bytes are the grammar's
+//! 80–170 µs on a 2-core AMD EPYC VM, most of a commit. Forced bytes are the grammar's
 //! literals, ASCII; over ASCII the expression's classes (`\p{L}`, `\p{N}`, `\s`) are a few
 //! byte ranges, so [`AsciiSplit`] splits by hand, exactly as the expression does, and
 //! hands each piece to the tokenizer's own BPE model (its merges, its word cache).
