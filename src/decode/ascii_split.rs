@@ -24,6 +24,7 @@ use tokenizers::models::ModelWrapper;
 use tokenizers::{Model, Tokenizer};
 use toktrie::TokenId;
 
+use super::byte_level::byte_level_decoder;
 use crate::tokenizer::QWEN2_PATTERN;
 
 /// Splits ASCII text as Qwen's pre-tokenizer does and tokenizes the pieces with the
@@ -64,7 +65,7 @@ impl AsciiSplit {
             .map(|t| t.content)
             .filter(|c| !c.is_empty())
             .collect();
-        let decoder: HashMap<char, u8> = super::token_env::byte_level_decoder();
+        let decoder: HashMap<char, u8> = byte_level_decoder();
         let mut chars = ['\0'; 256];
         for (c, b) in decoder {
             chars[b as usize] = c;

@@ -34,6 +34,7 @@ mod answer;
 mod ascii_split;
 mod beside;
 mod bounds;
+mod byte_level;
 mod decoder;
 mod grammar;
 mod sampler;
@@ -46,6 +47,7 @@ mod warm_up;
 pub(crate) use answer::check_special_tokens;
 pub use answer::{decode_answer, AnswerSpec, DecodedAnswer};
 pub use bounds::TextSpan;
+pub use byte_level::byte_level_decoder;
 pub use decoder::{
     decode, decode_move, move_thought, parse_move, parse_sentence, DecodeOptions, DecodeStats,
     Decoded, DecodedMove,
@@ -53,7 +55,7 @@ pub use decoder::{
 pub use grammar::{Grammar, GrammarEngine};
 pub use sampler::{check_temperature, check_top_p, Sampler, Sampling};
 pub use schema::{GrammarOptions, MoveSpec, StringCaps};
-pub use token_env::{byte_level_decoder, TokenEnv, EOS_TOKEN};
+pub use token_env::{TokenEnv, EOS_TOKEN};
 pub use warm_up::{WarmUp, WarmUpStats, MAX_WALKS};
 
 #[cfg(test)]
